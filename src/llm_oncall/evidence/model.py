@@ -1,0 +1,132 @@
+"""The one result type every evidence parser returns, plus text helpers the parsers share."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+INCIDENT_IDS: frozenset[str] = frozenset(
+    {
+        "kv-capacity",
+        "engine-hang",
+        "prefix-cache-drop",
+        "retry-storm",
+        "bad-model-rollout",
+        "gpu-ecc",
+        "cuda-graph-crash",
+        "long-context-starvation",
+        "pod-outlier",
+        "healthy",
+    }
+)
+
+# Long lines are cut before any regex sees them: it bounds the cost of every pattern on adversarial input
+# (a tqdm bar rewritten thousands of times on one line, a minified blob) without losing the log prefix
+# that carries the evidence.
+MAX_LINE_CHARS = 8192
+
+JsonValue = Any  # facts hold JSON-compatible values only (str, int, float, bool, None, lists, dicts)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What one file (or one parser's view of it) shows.
+
+    ``confidence`` is how sure the parser is of ``kind``/``incident_hint``; a benign finding can be confident.
+    ``lines`` are 1-based line numbers of the evidence lines, so a report can quote them.
+    """
+
+    file: str
+    kind: str
+    benign: bool
+    incident_hint: str | None
+    confidence: float
+    facts: dict[str, JsonValue] = field(default_factory=dict)
+    lines: tuple[int, ...] = ()
+    parser: str = ""
+
+    def __post_init__(self) -> None:
+        if self.incident_hint is not None and self.incident_hint not in INCIDENT_IDS:
+            raise ValueError(f"unknown incident id {self.incident_hint!r}")
+        # Clamp rather than reject: confidences are computed from counts and must never break a report.
+        object.__setattr__(self, "confidence", round(min(1.0, max(0.0, float(self.confidence))), 3))
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "file": self.file,
+            "kind": self.kind,
+            "benign": self.benign,
+            "incident_hint": self.incident_hint,
+            "confidence": self.confidence,
+            "facts": dict(self.facts),
+            "lines": list(self.lines),
+            "parser": self.parser,
+        }
+
+    def with_file(self, file: str) -> Finding:
+        return Finding(
+            file=file,
+            kind=self.kind,
+            benign=self.benign,
+            incident_hint=self.incident_hint,
+            confidence=self.confidence,
+            facts=dict(self.facts),
+            lines=self.lines,
+            parser=self.parser,
+        )
+
+
+def unknown(file: str) -> Finding:
+    return Finding(file=file, kind="unknown", benign=True, incident_hint=None, confidence=0.0)
+
+
+def strength(f: Finding) -> tuple[int, float, int]:
+    """Sort key for "strongest finding": a problem beats a benign reading, then confidence, then evidence."""
+    return (0 if f.benign else 1, f.confidence, len(f.lines))
+
+
+def strongest(findings: Iterable[Finding]) -> Finding | None:
+    best: Finding | None = None
+    for f in findings:
+        if best is None or strength(f) > strength(best):
+            best = f
+    return best
+
+
+@lru_cache(maxsize=4)
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(line[:MAX_LINE_CHARS] for line in text.splitlines())
+
+
+def split_lines(text: str) -> tuple[str, ...]:
+    """Lines of ``text``, each capped at MAX_LINE_CHARS; cached: every parser asks for the same text."""
+    return _split(text)
+
+
+_INT = re.compile(r"[-+]?\d{1,19}")
+
+
+def to_int(value: str | None) -> int | None:
+    """An integer from a counter cell ("12", " 0 ", "N/A", "[N/A]"); None when there is no number."""
+    if value is None:
+        return None
+    m = _INT.search(value)
+    return int(m.group(0)) if m else None
+
+
+def line_numbers(indices: Iterable[int], limit: int = 50) -> tuple[int, ...]:
+    """1-based, sorted, unique, capped: a report quotes evidence lines, it does not reprint the file."""
+    return tuple(sorted({i + 1 for i in indices}))[:limit]
+
+
+def compact(facts: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """Drops None and empty containers so facts show what was found, not what was looked for."""
+    out: dict[str, JsonValue] = {}
+    for k, v in facts.items():
+        if v is None or (isinstance(v, list | dict | tuple | set) and not v):
+            continue
+        out[k] = v
+    return out
