@@ -1,0 +1,180 @@
+"""Holds what sources delivered and turns it into Snapshots at any point in time."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from llm_oncall.signals.catalog import BY_KEY
+from llm_oncall.signals.events import Event
+from llm_oncall.signals.exposition import Labels, Page, family_of
+from llm_oncall.signals.series import Scrape, TargetSeries, vector
+from llm_oncall.signals.snapshot import (
+    GpuSnapshot,
+    PodSnapshot,
+    Snapshot,
+    fleet_snapshot,
+    gpu_snapshots,
+    pod_snapshot,
+)
+from llm_oncall.signals.source import Batch, Observation, Target
+
+
+def labels_text(labels: Labels) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels)
+
+
+@dataclass
+class Store:
+    interval_s: float = 15.0
+    capacity: int = 240
+    series: dict[str, TargetSeries] = field(default_factory=dict)
+    targets: dict[str, Target] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    logs: dict[str, list[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, batch: Batch) -> None:
+        for obs in sorted(batch.observations, key=lambda o: o.t):
+            self.observe(obs)
+        if batch.events:
+            self.events.extend(batch.events)
+            self.events.sort(key=lambda e: e.t)
+        for name, lines in batch.logs.items():
+            self.logs.setdefault(name, []).extend(lines)
+        self.problems.extend(batch.problems)
+
+    def observe(self, obs: Observation) -> None:
+        target = obs.target
+        series = self.series.get(target.name)
+        if series is None:
+            series = TargetSeries(target.name, {**target.labels, "kind": target.kind}, self.capacity)
+            self.series[target.name] = series
+            self.targets[target.name] = target
+        series.add(Scrape(obs.t, obs.page, obs.error))
+
+    def times(self) -> list[float]:
+        """Distinct scrape times of vLLM targets, ascending (the replay clock)."""
+        ts: set[float] = set()
+        for name, s in self.series.items():
+            if self.targets[name].kind == "vllm":
+                ts.update(x.t for x in s.scrapes)
+        return sorted(ts)
+
+    def latest_time(self) -> float | None:
+        ts = [s.scrapes[-1].t for s in self.series.values() if s.scrapes]
+        return max(ts) if ts else None
+
+    def snapshot(self, at: float | None = None, window_s: float | None = None) -> Snapshot:
+        end = self.latest_time() if at is None else at
+        if end is None:
+            raise ValueError("no observations yet")
+        window = window_s if window_s is not None else 4 * self.interval_s
+        stale_after = max(2.5 * self.interval_s, 1e-9)
+        pods: list[PodSnapshot] = []
+        gpus: list[GpuSnapshot] = []
+        extra: dict[str, dict[str, float]] = {}
+        derived: list[Event] = []
+        for name in sorted(self.series):
+            series = self.series[name]
+            kind = self.targets[name].kind
+            if kind == "vllm":
+                pods.append(pod_snapshot(series, end, window, stale_after))
+            elif kind == "dcgm":
+                gpus.extend(gpu_snapshots(series, end, window))
+            elif kind == "kube":
+                derived.extend(kube_events(series.scrapes, end))
+            else:
+                for family, values in counter_rates(series, end, window).items():
+                    extra.setdefault(family, {}).update(values)
+        events = tuple(sorted((e for e in [*self.events, *derived] if e.t <= end), key=lambda e: e.t))
+        return Snapshot(
+            t=end,
+            window_s=window,
+            pods=tuple(pods),
+            fleet=fleet_snapshot(pods),
+            gpus=tuple(gpus),
+            events=events,
+            extra=extra,
+        )
+
+
+def counter_rates(series: TargetSeries, end: float, window_s: float) -> dict[str, dict[str, float]]:
+    """Per-second increases of every counter family (by label set) on a small custom page.
+
+    Gauges are reported as their latest value.  Used for gateway and prober pages, whose
+    families are not in the catalog.
+    """
+    scrapes = series.ok_in_window(end - window_s, end)
+    if not scrapes:
+        return {}
+    last = scrapes[-1].page
+    assert last is not None
+    out: dict[str, dict[str, float]] = {}
+    span = scrapes[-1].t - scrapes[0].t
+    for name, samples in last.samples.items():
+        family = family_of(name)
+        kind = last.types.get(family) or last.types.get(name) or ("counter" if name.endswith("_total") else "gauge")
+        if name.endswith("_created") or kind in ("histogram", "summary"):
+            continue
+        values: dict[str, float] = {}
+        if kind == "counter":
+            if span <= 0:
+                continue
+            first = scrapes[0].page
+            assert first is not None
+            before = {s.labels: s.value for s in first.get(name)}
+            for s in samples:
+                prev = before.get(s.labels, 0.0)
+                inc = s.value - prev if s.value >= prev else s.value
+                values[labels_text(s.labels)] = inc / span
+        else:
+            for s in samples:
+                if not math.isnan(s.value):
+                    values[labels_text(s.labels)] = s.value
+        out[name] = values
+    return out
+
+
+def kube_events(scrapes: Iterable[Scrape], end: float) -> list[Event]:
+    """Changes in kube-state-metrics series, as events (what a live diagnosis can name)."""
+    events: list[Event] = []
+    prev: Page | None = None
+    for s in scrapes:
+        if s.t > end or s.page is None:
+            continue
+        if prev is not None:
+            events.extend(_diff_kube(prev, s.page, s.t))
+        prev = s.page
+    return events
+
+
+_KUBE_CHANGES: tuple[tuple[str, str, str, str], ...] = (
+    ("configmap_version", "configmap", "config_change",
+     "ConfigMap {name} changed (resource version {a:.0f} → {b:.0f})"),
+    ("deployment_generation", "deployment", "rollout", "Deployment {name} spec changed (generation {a:.0f} → {b:.0f})"),
+    ("container_restarts", "pod", "restart", "pod {name} restarted (restart count {a:.0f} → {b:.0f})"),
+)
+
+
+def _diff_kube(a: Page, b: Page, t: float) -> list[Event]:
+    out: list[Event] = []
+    for key, label, kind, text in _KUBE_CHANGES:
+        before = _by_label(vector(a, BY_KEY[key]), label)
+        after = _by_label(vector(b, BY_KEY[key]), label)
+        for name, value in after.items():
+            old = before.get(name)
+            if old is not None and value != old:
+                out.append(Event(t, kind, text.format(name=name, a=old, b=value),
+                                 {"object": name, "source": BY_KEY[key].spellings[0].name}))
+    return out
+
+
+def _by_label(vec: Mapping[Labels, float] | None, label: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for labels, value in (vec or {}).items():
+        name = dict(labels).get(label)
+        if name is not None:
+            out[name] = out.get(name, 0.0) + value
+    return out

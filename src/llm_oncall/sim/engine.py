@@ -1,0 +1,397 @@
+"""One vLLM V1 engine: continuous batching over a KV block pool, chunked prefill, preemption by recompute.
+
+The engine advances in aggregated ticks (e.g. 100 ms of virtual time) instead of one Python iteration per
+~15 ms engine step: per tick it computes how many steps fit, decodes every running sequence by that many tokens
+through aggregate sums, and only touches a request when something happens to it (scheduled, first token,
+finished, preempted). Token counts of decoding sequences are derived from a global step counter `k`:
+a sequence whose first token came at step `kf` holds `k - kf + 1` generated tokens.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+from llm_oncall.sim.histograms import (
+    ITERATION_TOKENS_BUCKETS,
+    ITL_BUCKETS,
+    NUM_PREEMPTIONS_BUCKETS,
+    PARAMS_N_BUCKETS,
+    REQUEST_LATENCY_BUCKETS,
+    TTFT_BUCKETS,
+    Histogram,
+    request_tokens_buckets,
+)
+from llm_oncall.sim.kv import PrefixCache
+
+WAITING, PREFILL, DECODE, FINISHED = 0, 1, 2, 3
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    block_size: int = 16
+    # Llama-3.1-8B bf16 on one H100 80GB at gpu_memory_utilization 0.9 (derivation in docs/simulator.md).
+    num_gpu_blocks: int = 27_000
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    max_model_len: int = 131_072
+    enable_prefix_caching: bool = True
+    gpu_memory_utilization: float = 0.9
+    max_num_queued_reqs: int | None = None
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Time of one engine step: weight streaming + per-sequence overhead + prefill compute + KV reads."""
+
+    base_s: float = 0.0060
+    per_seq_s: float = 0.000030
+    per_prefill_token_s: float = 0.000030
+    per_ctx_token_s: float = 4.0e-8
+    # enforce_eager skips CUDA graphs: decode steps get launch-bound (≈30% slower end to end).
+    eager_factor: float = 1.3
+
+    def step_time(self, seqs: int, prefill_tokens: float, ctx_tokens: int) -> float:
+        return (
+            self.base_s
+            + self.per_seq_s * seqs
+            + self.per_prefill_token_s * prefill_tokens
+            + self.per_ctx_token_s * ctx_tokens
+        )
+
+
+class Request:
+    __slots__ = (
+        "arrival", "chain", "client", "done", "epoch", "finish_at", "first_tok_at", "gen_before",
+        "hit", "kf", "max_tokens", "need", "out_len", "preemptions", "prompt_len", "queued_at",
+        "reason", "rid", "sched_at", "state", "system_len", "tag",
+    )
+
+    def __init__(
+        self, rid: int, arrival: float, prompt_len: int, out_len: int, max_tokens: int,
+        chain: int, system_len: int, client: int, tag: int,
+    ) -> None:
+        self.rid = rid
+        self.arrival = arrival
+        self.queued_at = arrival
+        self.prompt_len = prompt_len
+        self.out_len = out_len if out_len < max_tokens else max_tokens
+        self.max_tokens = max_tokens
+        self.chain = chain
+        self.system_len = system_len
+        self.client = client
+        self.tag = tag
+        self.sched_at = -1.0
+        self.first_tok_at = -1.0
+        self.finish_at = -1.0
+        self.kf = 0
+        self.gen_before = 0
+        self.need = 0
+        self.done = 0.0
+        self.hit = 0
+        self.epoch = 0
+        self.preemptions = 0
+        self.state = WAITING
+        self.reason = ""
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig, step: StepModel, start_time: float, slowdown: float = 1.0) -> None:
+        self.cfg = cfg
+        self.step_model = step
+        self.slowdown = slowdown
+        self.frozen = False
+        self.reset(start_time)
+
+    def reset(self, start_time: float) -> None:
+        """A fresh engine process: empty KV pool and cache, every counter back to zero."""
+        cfg = self.cfg
+        self.start_time = start_time
+        self.now = start_time
+        self.k = 0
+        self.carry = 0.0
+        self.waiting: deque[Request] = deque()
+        self.waiting_tokens = 0
+        self.running: dict[int, Request] = {}
+        self.partial: Request | None = None
+        self.heap: list[tuple[int, int, int, Request]] = []
+        self.n_dec = 0
+        self.sum_kf = 0
+        self.sum_base = 0
+        self.finished: list[Request] = []
+        self.events: list[tuple[float, str, int]] = []
+        self.cache = PrefixCache(cfg.block_size, cfg.enable_prefix_caching)
+        self.busy_s = 0.0
+        self.util = 0.0
+        # counters
+        self.prompt_tokens = 0
+        self.prompt_computed = 0
+        self.prompt_cached = 0
+        self.gen_done = 0
+        self.preemptions = 0
+        self.prefix_queries = 0
+        self.prefix_hits = 0
+        self.admission_rejections = 0
+        self.success = dict.fromkeys(FINISHED_REASONS, 0)
+        self.http_2xx = 0
+        self.http_5xx = 0
+        self.http_req_bytes = 0
+        self.http_resp_bytes = 0
+        tok = request_tokens_buckets(cfg.max_model_len)
+        self.h_ttft = Histogram(TTFT_BUCKETS)
+        self.h_itl = Histogram(ITL_BUCKETS)
+        self.h_tpot = Histogram(ITL_BUCKETS)
+        self.h_e2e = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.h_queue = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.h_inference = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.h_prefill = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.h_decode = Histogram(REQUEST_LATENCY_BUCKETS)
+        self.h_prompt = Histogram(tok)
+        self.h_gen = Histogram(tok)
+        self.h_max_gen = Histogram(tok)
+        self.h_max_tokens = Histogram(tok)
+        self.h_kv_computed = Histogram(tok)
+        self.h_n = Histogram(PARAMS_N_BUCKETS)
+        self.h_preempt = Histogram(NUM_PREEMPTIONS_BUCKETS)
+        self.h_iter = Histogram(ITERATION_TOKENS_BUCKETS)
+
+    # ---- derived state -------------------------------------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def ctx_tokens(self) -> int:
+        ctx = self.sum_base + self.n_dec * (self.k + 1) - self.sum_kf
+        p = self.partial
+        if p is not None:
+            ctx += p.prompt_len + p.gen_before
+        return ctx
+
+    def used_blocks(self) -> float:
+        # the last block of each sequence is on average half full
+        return (self.ctx_tokens() + (self.cfg.block_size // 2) * len(self.running)) / self.cfg.block_size
+
+    def kv_usage(self) -> float:
+        u = self.used_blocks() / self.cfg.num_gpu_blocks
+        return 0.0 if u < 0.0 else (1.0 if u > 1.0 else u)
+
+    def generation_tokens(self) -> int:
+        return self.gen_done + self.n_dec * (self.k + 1) - self.sum_kf
+
+    # ---- API used by the fleet -----------------------------------------------------------------------
+    def submit(self, r: Request) -> bool:
+        limit = self.cfg.max_num_queued_reqs
+        if limit is not None and len(self.waiting) >= limit:
+            self.admission_rejections += 1
+            self.http_5xx += 1
+            return False
+        self.waiting.append(r)
+        self.waiting_tokens += r.prompt_len + r.gen_before
+        return True
+
+    def tick(self, t0: float, t1: float) -> None:
+        self.now = t1
+        if self.frozen:
+            self.util = 0.0
+            return
+        dt = t1 - t0
+        n_dec = self.n_dec
+        partial = self.partial
+        pf_demand = self.waiting_tokens + (partial.need - partial.done if partial is not None else 0)
+        if n_dec == 0 and pf_demand <= 0:
+            self.carry = 0.0
+            self.util = 0.0
+            return
+        cfg = self.cfg
+        sm = self.step_model
+        slow = self.slowdown
+        budget = cfg.max_num_batched_tokens - n_dec
+        if budget < 1:
+            budget = 1
+        st_dec = sm.step_time(len(self.running), 0.0, self.ctx_tokens()) * slow
+        pf_per_step = pf_demand * st_dec / dt
+        if pf_per_step > budget:
+            pf_per_step = budget
+        st = st_dec + sm.per_prefill_token_s * pf_per_step * slow
+        x = dt + self.carry
+        n = int(x / st)
+        self.carry = x - n * st
+        if n == 0:
+            self.util = 1.0
+            return
+        k0 = self.k
+        busy = n * st
+        self.busy_s += busy
+        self.util = min(1.0, busy / dt)
+        # KV for the decode growth of this tick; V1 preempts the most recently scheduled request first.
+        total_blocks = cfg.num_gpu_blocks
+        growth = n_dec * n / cfg.block_size
+        while self.running and self.used_blocks() + growth > total_blocks:
+            self._preempt_last(t0)
+            growth = self.n_dec * n / cfg.block_size
+        n_dec = self.n_dec
+        k_end = k0 + n
+        self._finish_until(k_end, k0, t0, st)
+        decoded = n_dec * n
+        # Prefill: one FCFS cursor over fractional step positions of this tick.
+        pos = 0.0
+        prefilled = 0.0
+        bs = cfg.block_size
+        max_seqs = cfg.max_num_seqs
+        waiting = self.waiting
+        while True:
+            r = self.partial
+            if r is None:
+                if not waiting:
+                    break
+                r = waiting[0]
+                arr_pos = (r.queued_at - t0) / st
+                if arr_pos >= n:
+                    break
+                if len(self.running) >= max_seqs:
+                    break
+                total = r.prompt_len + r.gen_before
+                free = total_blocks - self.used_blocks()
+                if (total + bs - 1) // bs > free:
+                    break
+                waiting.popleft()
+                self.waiting_tokens -= total
+                hit = self.cache.lookup(r.chain, total, r.system_len)
+                self.prefix_queries += total
+                self.prefix_hits += hit
+                r.hit = hit
+                r.need = total - hit
+                r.done = 0.0
+                r.state = PREFILL
+                if r.sched_at < 0.0:
+                    sched = t0 + (arr_pos if arr_pos > pos else pos) * st
+                    r.sched_at = sched if sched > r.arrival else r.arrival
+                self.running[r.rid] = r
+                self.partial = r
+                start = arr_pos if arr_pos > pos else pos
+            else:
+                start = pos
+            rem = r.need - r.done
+            end = start + rem / budget
+            if end > n:
+                r.done += (n - start) * budget
+                prefilled += (n - start) * budget
+                break
+            prefilled += rem
+            pos = end
+            self.partial = None
+            f = int(end) + (0 if end == int(end) else 1)
+            if f < 1:
+                f = 1
+            self._first_token(r, k0 + f, t0 + f * st)
+        self.k = k_end
+        self._finish_until(k_end, k0, t0, st)
+        self.h_iter.observe_many(decoded / n + prefilled / n, n)
+        self.h_itl.observe_many(st, decoded)
+        # cached chains may use free blocks only (blocks of running prompts are both cached and in use)
+        self.cache.evict_to(int(total_blocks - self.used_blocks() + self.sum_base / bs))
+
+    def freeze(self) -> None:
+        self.frozen = True
+
+    # ---- internals -----------------------------------------------------------------------------------
+    def _first_token(self, r: Request, kf: int, t: float) -> None:
+        total = r.prompt_len + r.gen_before
+        self.prompt_tokens += total
+        self.prompt_computed += r.need
+        self.prompt_cached += r.hit
+        if r.first_tok_at < 0.0:
+            r.first_tok_at = t
+            self.h_ttft.observe(t - r.arrival)
+        self.cache.insert(r.chain, total, r.system_len)
+        r.state = DECODE
+        r.kf = kf
+        self.n_dec += 1
+        self.sum_kf += kf
+        self.sum_base += total
+        heapq.heappush(self.heap, (kf + r.out_len - r.gen_before - 1, r.rid, r.epoch, r))
+
+    def _finish_until(self, k_end: int, k0: int, t0: float, st: float) -> None:
+        heap = self.heap
+        while heap and heap[0][0] <= k_end:
+            kfin, _, epoch, r = heapq.heappop(heap)
+            if epoch != r.epoch or r.state != DECODE:
+                continue
+            t = t0 + (kfin - k0) * st
+            if t < r.first_tok_at:
+                t = r.first_tok_at
+            self._finish(r, kfin, t)
+
+    def _finish(self, r: Request, kfin: int, t: float) -> None:
+        gen_res = kfin - r.kf + 1
+        self.gen_done += gen_res
+        self.n_dec -= 1
+        self.sum_kf -= r.kf
+        self.sum_base -= r.prompt_len + r.gen_before
+        del self.running[r.rid]
+        r.state = FINISHED
+        r.finish_at = t
+        gen = r.gen_before + gen_res
+        r.reason = "length" if gen >= r.max_tokens else "stop"
+        self.success[r.reason] += 1
+        self.http_2xx += 1
+        self.http_req_bytes += 120 + 4 * r.prompt_len
+        self.http_resp_bytes += 300 + 4 * gen
+        self.cache.insert(r.chain, r.prompt_len + gen, r.system_len)
+        sched = r.sched_at
+        first = r.first_tok_at
+        self.h_e2e.observe(t - r.arrival)
+        self.h_queue.observe(sched - r.arrival)
+        self.h_inference.observe(t - sched)
+        self.h_prefill.observe(first - sched)
+        self.h_decode.observe(t - first)
+        if gen > 1:
+            self.h_tpot.observe((t - first) / (gen - 1))
+        self.h_prompt.observe(r.prompt_len)
+        self.h_gen.observe(gen)
+        self.h_max_gen.observe(r.max_tokens)
+        self.h_max_tokens.observe(r.max_tokens)
+        self.h_kv_computed.observe(r.prompt_len - r.hit if r.prompt_len > r.hit else 0)
+        self.h_n.observe(1)
+        self.h_preempt.observe(r.preemptions)
+        self.finished.append(r)
+
+    def _preempt_last(self, t: float) -> None:
+        rid = next(reversed(self.running))
+        r = self.running.pop(rid)
+        if r.state == DECODE:
+            g = self.k - r.kf + 1
+            if g < 0:
+                g = 0
+            self.gen_done += g
+            self.n_dec -= 1
+            self.sum_kf -= r.kf
+            self.sum_base -= r.prompt_len + r.gen_before
+            r.gen_before += g
+            if r.gen_before >= r.out_len:
+                r.gen_before = r.out_len - 1
+        elif self.partial is r:
+            self.partial = None
+        r.epoch += 1
+        r.state = WAITING
+        r.done = 0.0
+        r.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(r)
+        self.waiting_tokens += r.prompt_len + r.gen_before
+        self.events.append((t, "preempt", self.preemptions))
+
+    def abort_all(self, t: float) -> list[Request]:
+        """The process died: every in-flight request is lost (the caller sees connection errors)."""
+        lost = list(self.running.values()) + list(self.waiting)
+        for r in lost:
+            r.state = FINISHED
+            r.reason = "error"
+            r.finish_at = t
+        return lost
