@@ -112,6 +112,4 @@ def _with_parser(f: Finding, parser: str) -> Finding:
 
 
 def _with_facts(f: Finding, extra: dict[str, object]) -> Finding:
-    return Finding(
-        f.file, f.kind, f.benign, f.incident_hint, f.confidence, {**f.facts, **extra}, f.lines, f.parser
-    )
+    return Finding(f.file, f.kind, f.benign, f.incident_hint, f.confidence, {**f.facts, **extra}, f.lines, f.parser)

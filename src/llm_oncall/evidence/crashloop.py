@@ -28,9 +28,7 @@ _SIGNALS = {
 
 
 def parse(text: str, name: str) -> Finding | None:
-    if not any(
-        k in text for k in ("CrashLoopBackOff", "OOMKilled", "Exit Code", "Back-off restarting", "RESTARTS")
-    ):
+    if not any(k in text for k in ("CrashLoopBackOff", "OOMKilled", "Exit Code", "Back-off restarting", "RESTARTS")):
         return None
     reasons: Counter[str] = Counter()
     exit_codes: Counter[int] = Counter()
@@ -94,9 +92,7 @@ def parse(text: str, name: str) -> Finding | None:
     elif liveness and 137 in exit_codes:
         kind = "liveness_killed"
         hint, confidence = "engine-hang", 0.35
-        facts["reading"] = (
-            "killed by the liveness probe: the engine stopped answering or stopped making progress"
-        )
+        facts["reading"] = "killed by the liveness probe: the engine stopped answering or stopped making progress"
     elif crashloop:
         kind = "crashloop"
         if not_ready and restarts >= 3 and 137 not in exit_codes:

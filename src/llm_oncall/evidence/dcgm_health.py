@@ -35,6 +35,8 @@ _AREA_FROM_SUBSYSTEM = {
     "memory": "memory",
     "memory system": "memory",
     "nvlink": "nvlink",
+    "nvlink system": "nvlink",
+    "pcie system": "pcie",
     "nvswitch": "nvlink",
     "pcie": "pcie",
     "pci": "pcie",

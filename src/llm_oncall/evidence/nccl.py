@@ -165,9 +165,7 @@ def _timeout_finding(
             "(e.g. data-dependent branch, uneven batch), not a hardware fault"
         )
     else:
-        facts["reading"] = (
-            "ranks timed out in the same collective: a peer never joined (stuck, dead or link fault)"
-        )
+        facts["reading"] = "ranks timed out in the same collective: a peer never joined (stuck, dead or link fault)"
     if last_work:
         facts["last_work"] = {str(r): w for r, w in sorted(last_work.items())[:16]}
     if warn_msgs:

@@ -42,13 +42,15 @@ class GpuEcc:
 
     def facts(self) -> dict[str, object]:
         skip = {"lines", "fields"}
-        return {k: v for k, v in self.__dict__.items() if k not in skip and v not in (0, False)} | {
-            "gpu": self.gpu
-        }
+        return {k: v for k, v in self.__dict__.items() if k not in skip and v not in (0, False)} | {"gpu": self.gpu}
 
 
 def _yes(value: str) -> bool:
     return value.strip().lower() in {"yes", "true", "1"}
+
+
+def _notable(value: str) -> bool:
+    return bool(to_int(value)) or _yes(value)
 
 
 def _apply(g: GpuEcc, path: str, value: str) -> bool:
@@ -126,7 +128,8 @@ def _query_text(lines: tuple[str, ...]) -> list[GpuEcc]:
         path = "/".join([s for _, s in stack] + [key])
         if _apply(g, path, value):
             g.fields += 1
-            g.lines.append(i)
+            if _notable(value):
+                g.lines.append(i)
     return out
 
 
@@ -134,7 +137,11 @@ def _query_xml(text: str) -> list[GpuEcc]:
     out: list[GpuEcc] = []
     for gpu, leaves in nvsmi_xml.gpus(text).items():
         g = GpuEcc(gpu)
-        g.fields = sum(1 for path, value in leaves.items() if _apply(g, path, value))
+        for path, (value, line) in leaves.items():
+            if _apply(g, path, value):
+                g.fields += 1
+                if _notable(value):
+                    g.lines.append(line)
         out.append(g)
     return out
 
@@ -248,9 +255,7 @@ def _ecc_finding(
             facts["reading"] = "a few corrected bits are normal; watch the rate"
         if not gpus:
             kind = "nvidia_smi_summary"
-            facts["note"] = (
-                "the summary shows volatile uncorrectable ECC only; run nvidia-smi -q -d ECC,ROW_REMAPPER"
-            )
+            facts["note"] = "the summary shows volatile uncorrectable ECC only; run nvidia-smi -q -d ECC,ROW_REMAPPER"
         facts["gpus_checked"] = len(gpus)
         if any(g.ecc_disabled for g in gpus):
             facts["ecc_disabled_on"] = [g.gpu for g in gpus if g.ecc_disabled]

@@ -19,14 +19,18 @@ def is_nvsmi_xml(text: str) -> bool:
     return "<nvidia_smi_log" in text[:200_000]
 
 
-def gpus(text: str) -> dict[str, dict[str, str]]:
-    """{bus id: {"ecc_errors/volatile/dram_uncorrectable": "0", ...}} for every <gpu> element."""
-    out: dict[str, dict[str, str]] = {}
+def gpus(text: str) -> dict[str, dict[str, tuple[str, int]]]:
+    """{bus id: {"ecc_errors/volatile/dram_uncorrectable": ("0", line index), ...}} for every <gpu>."""
+    out: dict[str, dict[str, tuple[str, int]]] = {}
     stack: list[str] = []
     gpu_id: str | None = None
     gpu_depth = 0
     pending_text = ""
+    line = 0
+    last_pos = 0
     for m in _TOKEN.finditer(text):
+        line += text.count("\n", last_pos, m.start())
+        last_pos = m.start()
         if m.group("text") is not None:
             pending_text = m.group("text").strip()
             continue
@@ -35,7 +39,7 @@ def gpus(text: str) -> dict[str, dict[str, str]]:
             if stack and stack[-1] == tag:
                 if gpu_id is not None and len(stack) > gpu_depth and pending_text:
                     path = "/".join(stack[gpu_depth:])
-                    out[gpu_id][path] = pending_text
+                    out[gpu_id][path] = (pending_text, line)
                 stack.pop()
             elif tag in stack:
                 # Unbalanced input: unwind to the matching open tag instead of failing.

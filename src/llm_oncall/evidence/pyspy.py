@@ -95,15 +95,17 @@ class _Thread:
         for func in self.frames[:_TOP_FRAMES]:
             short = func.rsplit(".", 1)[-1]
             if short in _COLLECTIVE_FUNCS:
-                if _WORKER_WAIT_WRAPPERS & set(self.frames) and _WORKER_LOOPS & set(self.frames):
-                    return None
-                return short
+                return None if self.worker_wait() else short
         return None
+
+    def worker_wait(self) -> bool:
+        names = set(self.frames)
+        return bool(_WORKER_WAIT_WRAPPERS & names and _WORKER_LOOPS & names)
 
     def idle(self) -> bool:
         if not self.frames:
             return self.state == "idle"
-        return self.frames[0].rsplit(".", 1)[-1] in _IDLE_FUNCS
+        return self.frames[0].rsplit(".", 1)[-1] in _IDLE_FUNCS or self.worker_wait()
 
 
 def _threads(lines: tuple[str, ...]) -> tuple[list[_Thread], int]:
@@ -156,9 +158,7 @@ def parse(text: str, name: str) -> Finding | None:
         facts = {
             **facts_common,
             "stuck_threads": [
-                compact(
-                    {"process": t.process or None, "thread": t.name or t.tid, "in": c, "top": t.frames[0]}
-                )
+                compact({"process": t.process or None, "thread": t.name or t.tid, "in": c, "top": t.frames[0]})
                 for t, c in stuck[:16]
             ],
             "collectives": sorted({c for _, c in stuck}),

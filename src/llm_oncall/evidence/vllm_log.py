@@ -10,9 +10,7 @@ from llm_oncall.evidence.model import Finding, compact, line_numbers, split_line
 
 _CAPTURE_PROGRESS = re.compile(r"Capturing (?:CUDA graph|cudagraphs)", re.I)
 _CAPTURE_DONE = re.compile(r"Graph capturing finished|100%\|")
-_CAPTURE_FRAME = re.compile(
-    r"capture_model|capture_begin|capture_end|torch/cuda/graphs\.py|cuda_graph|cudagraph", re.I
-)
+_CAPTURE_FRAME = re.compile(r"capture_model|capture_begin|capture_end|torch/cuda/graphs\.py|cuda_graph|cudagraph", re.I)
 _CAPTURE_ERR = re.compile(
     r"cudaErrorStreamCapture\w{0,30}|operation not permitted when stream is capturing|"
     r"operation failed due to a previous error during capture|capture cuda graph failed|"
@@ -20,9 +18,7 @@ _CAPTURE_ERR = re.compile(
     r"OutOfMemoryError",
     re.I,
 )
-_PEER_CLOSED = re.compile(
-    r"Connection closed by peer|connection closed|Connection reset by peer|ECONNRESET", re.I
-)
+_PEER_CLOSED = re.compile(r"Connection closed by peer|connection closed|Connection reset by peer|ECONNRESET", re.I)
 _INVALID_ARG = re.compile(r"invalid argument", re.I)
 _CUSTOM_AR = re.compile(r"custom_all_reduce|custom_ar\b|CustomAllreduce", re.I)
 _PREEMPT = re.compile(
@@ -35,9 +31,7 @@ _ENGINE_DEAD = re.compile(
     r"EngineCore encountered an issue|"
     r"Engine core proc \S{1,40} died unexpectedly|Engine loop has died"
 )
-_STATS_PAIR = re.compile(
-    r"(?P<k>[A-Za-z][A-Za-z ]{0,40}): (?P<v>\d{1,15}(?:\.\d{1,6})?)\s?(?P<u>tokens/s|reqs|%)?"
-)
+_STATS_PAIR = re.compile(r"(?P<k>[A-Za-z][A-Za-z ]{0,40}): (?P<v>\d{1,15}(?:\.\d{1,6})?)\s?(?P<u>tokens/s|reqs|%)?")
 _ENGINE_ID = re.compile(r"Engine (?P<id>\d{1,4}):")
 
 # Lines after a capture frame in which an error still belongs to that capture's traceback.

@@ -45,9 +45,7 @@ XID_TABLE: dict[int, XidInfo] = {
             "restart the engine; reset if recurs",
             _H,
         ),
-        XidInfo(
-            13, "graphics/compute engine exception", "low", "usually a kernel bug in the app", None, "process"
-        ),
+        XidInfo(13, "graphics/compute engine exception", "low", "usually a kernel bug in the app", None, "process"),
         XidInfo(
             31,
             "GPU MMU page fault (illegal memory access)",
@@ -79,12 +77,8 @@ XID_TABLE: dict[int, XidInfo] = {
         XidInfo(56, "display engine error", "low", "rarely relevant for inference", None),
         XidInfo(61, "on-board microcontroller warning", "medium", "watch; firmware", None),
         XidInfo(62, "on-board microcontroller halt", "high", "reset the GPU", None),
-        XidInfo(
-            63, "page retirement or row remap recorded", "medium", "drain and reset the GPU to apply", _E
-        ),
-        XidInfo(
-            64, "page retirement or row remap failed to record", "critical", "cordon; GPU needs service", _E
-        ),
+        XidInfo(63, "page retirement or row remap recorded", "medium", "drain and reset the GPU to apply", _E),
+        XidInfo(64, "page retirement or row remap failed to record", "critical", "cordon; GPU needs service", _E),
         XidInfo(74, "NVLink error", "high", _NVL, _H),
         XidInfo(
             79,
@@ -170,9 +164,7 @@ def parse(text: str, name: str) -> Finding | None:
         return None
     counts = Counter(code for _, code, _, _ in events)
     codes = sorted(counts)
-    worst = max(
-        codes, key=lambda c: (SEVERITY_RANK[info(c).severity], info(c).incident is not None, counts[c])
-    )
+    worst = max(codes, key=lambda c: (SEVERITY_RANK[info(c).severity], info(c).incident is not None, counts[c]))
     wi = info(worst)
     by_gpu: dict[str, list[int]] = {}
     for _, code, pci, _ in events:
