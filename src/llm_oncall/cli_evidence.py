@@ -79,6 +79,11 @@ def render_table(findings: list[Finding]) -> Table:
     return table
 
 
+@app.callback()
+def _group() -> None:
+    """Evidence from logs and node command output."""
+
+
 @app.command()
 def classify(
     files: Annotated[list[Path], typer.Argument(help="Log or command-output files.", show_default=False)],
