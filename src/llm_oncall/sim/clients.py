@@ -1,0 +1,185 @@
+"""Client populations: multi-turn chat sessions with growing shared prefixes, RAG with long documents.
+
+Arrivals are open-loop (Poisson at the configured rate); a chat arrival continues the session that has been
+thinking longest, or opens a new one, so the share of follow-up turns (and thus of reusable prefixes) comes out
+of think time and conversation length rather than being set.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass
+
+SESSION_CHAIN_BASE = 1
+DOC_CHAIN_BASE = 1 << 40
+UNIQUE_CHAIN_BASE = 1 << 41
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    name: str
+    kind: str = "chat"  # "chat" | "rag" | "rag-long"
+    share: float = 1.0  # share of the fleet's arrival rate
+    retry: str = "backoff"  # "none" | "immediate" (unbounded) | "backoff" (jittered exponential + budget)
+    max_tokens: int = 2048
+    timeout_s: float = 60.0
+    retry_budget: float = 0.1  # backoff only: retries allowed per first attempt
+    max_attempts: int = 4  # backoff only
+    mean_turns: float = 6.0
+    think_s: float = 15.0
+    user_tokens: float = 150.0
+    answer_tokens: float = 250.0
+    doc_tokens: tuple[int, int] = (2000, 6000)
+    docs: int = 400
+    feedback_rate: float = 0.2
+
+
+DEFAULT_CLIENTS: tuple[ClientSpec, ...] = (
+    ClientSpec("web-chat", "chat", 0.6),
+    ClientSpec("mobile-app", "chat", 0.3, retry="backoff", timeout_s=45.0),
+    ClientSpec("rag-search", "rag", 0.1, max_tokens=1024, answer_tokens=200.0),
+)
+
+
+class Job:
+    """One client request across all its attempts."""
+
+    __slots__ = (
+        "attempts", "chain", "client", "created", "jid", "last_tag", "long", "max_tokens", "out_len",
+        "prompt_len", "session", "system_len",
+    )
+
+    def __init__(self, jid: int, client: int, created: float, prompt_len: int, out_len: int, max_tokens: int,
+                 chain: int, system_len: int, session: Session | None) -> None:
+        self.jid = jid
+        self.client = client
+        self.created = created
+        self.prompt_len = prompt_len
+        self.out_len = out_len
+        self.max_tokens = max_tokens
+        self.chain = chain
+        self.system_len = system_len
+        self.session = session
+        self.attempts = 0
+        self.last_tag = -1
+        self.long = False
+
+
+class Session:
+    __slots__ = ("history", "sid", "turns_left")
+
+    def __init__(self, sid: int, history: int, turns_left: int) -> None:
+        self.sid = sid
+        self.history = history
+        self.turns_left = turns_left
+
+
+def _lognormal(rng: random.Random, mean: float, sigma: float = 0.6) -> float:
+    return rng.lognormvariate(math.log(mean) - sigma * sigma / 2.0, sigma)
+
+
+class Workload:
+    def __init__(self, specs: tuple[ClientSpec, ...], rng: random.Random, system_len: int) -> None:
+        self.specs = list(specs)
+        self.rng = rng
+        self.system_len = system_len
+        self.next_jid = 0
+        self.next_sid = 0
+        self.thinking: list[list[tuple[float, int, Session]]] = [[] for _ in specs]
+        self.weights: list[float] = [s.share for s in specs]
+        # fault knobs (set by faults through the fleet, never by diagnosis)
+        self.unique_prefix_share = 0.0
+        self.max_tokens_cap: int | None = None
+
+    def set_share(self, idx: int, share: float) -> None:
+        self.weights[idx] = share
+
+    def add_client(self, spec: ClientSpec) -> int:
+        self.specs.append(spec)
+        self.weights.append(spec.share)
+        self.thinking.append([])
+        return len(self.specs) - 1
+
+    def arrivals(self, t0: float, t1: float, rate: float) -> list[Job]:
+        """Poisson arrivals in [t0, t1) at `rate` req/s, split over clients by weight."""
+        rng = self.rng
+        out: list[Job] = []
+        if rate <= 0.0:
+            return out
+        total_w = sum(self.weights)
+        if total_w <= 0.0:
+            return out
+        cum: list[float] = []
+        acc = 0.0
+        for w in self.weights:
+            acc += w / total_w
+            cum.append(acc)
+        t = t0 + rng.expovariate(rate)
+        while t < t1:
+            u = rng.random()
+            idx = 0
+            while idx < len(cum) - 1 and u > cum[idx]:
+                idx += 1
+            out.append(self._make(idx, t))
+            t += rng.expovariate(rate)
+        return out
+
+    def _make(self, idx: int, t: float) -> Job:
+        spec = self.specs[idx]
+        rng = self.rng
+        self.next_jid += 1
+        jid = self.next_jid
+        max_tokens = spec.max_tokens
+        out_len = max(1, int(_lognormal(rng, spec.answer_tokens)))
+        if spec.kind == "chat":
+            heap = self.thinking[idx]
+            if heap and heap[0][0] <= t:
+                session = heapq.heappop(heap)[2]
+            else:
+                self.next_sid += 1
+                turns = max(1, int(rng.expovariate(1.0 / spec.mean_turns)) + 1)
+                session = Session(self.next_sid, self.system_len, turns)
+            prompt = session.history + max(4, int(_lognormal(rng, spec.user_tokens)))
+            chain = SESSION_CHAIN_BASE + session.sid
+            system_len = self.system_len
+            if self.unique_prefix_share and rng.random() < self.unique_prefix_share:
+                # a per-request token (timestamp, request id) at the top of the prompt breaks every prefix
+                chain = UNIQUE_CHAIN_BASE + jid
+                system_len = 0
+            job = Job(jid, idx, t, prompt, out_len, max_tokens, chain, system_len, session)
+        else:
+            lo, hi = spec.doc_tokens
+            if spec.kind == "rag-long":
+                prompt = int(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+                chain = UNIQUE_CHAIN_BASE + jid
+            else:
+                doc = rng.randrange(spec.docs)
+                prompt = int(lo + (hi - lo) * ((doc * 7919) % spec.docs) / spec.docs)
+                chain = DOC_CHAIN_BASE + idx * 1_000_000 + doc
+            prompt += max(4, int(_lognormal(rng, 60.0)))
+            job = Job(jid, idx, t, prompt, out_len, max_tokens, chain, 0, None)
+            job.long = spec.kind == "rag-long"
+        cap = self.max_tokens_cap
+        if cap is not None and job.max_tokens > cap:
+            job.max_tokens = cap
+        return job
+
+    def completed(self, job: Job, t: float, generated: int) -> None:
+        s = job.session
+        if s is None:
+            return
+        s.history = job.prompt_len + generated
+        s.turns_left -= 1
+        if s.turns_left > 0:
+            spec = self.specs[job.client]
+            heapq.heappush(self.thinking[job.client], (t + self.rng.expovariate(1.0 / spec.think_s), s.sid, s))
+
+    def abandoned(self, job: Job, t: float) -> None:
+        """The user gives up on a failed turn; the conversation may resume later without that turn."""
+        s = job.session
+        if s is None:
+            return
+        spec = self.specs[job.client]
+        heapq.heappush(self.thinking[job.client], (t + spec.think_s * 2.0, s.sid, s))

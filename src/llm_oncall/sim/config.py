@@ -1,0 +1,88 @@
+"""Value types of the simulator's public interface."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_oncall.sim.autoscaler import HpaConfig
+from llm_oncall.sim.clients import DEFAULT_CLIENTS, ClientSpec
+from llm_oncall.sim.engine import EngineConfig, StepModel
+
+INCIDENTS: tuple[str, ...] = (
+    "kv-capacity",
+    "engine-hang",
+    "prefix-cache-drop",
+    "retry-storm",
+    "bad-model-rollout",
+    "gpu-ecc",
+    "cuda-graph-crash",
+    "long-context-starvation",
+    "pod-outlier",
+)
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """`at` is when the symptom starts (virtual seconds); unset params are drawn from the fleet's seed."""
+
+    kind: str
+    at: float = 300.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in INCIDENTS:
+            raise ValueError(f"unknown fault {self.kind!r}; expected one of {INCIDENTS}")
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    incident: str
+    onset: float | None
+    pods: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class Spike:
+    at: float
+    duration_s: float
+    factor: float
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    pods: int = 8
+    tp: int = 1
+    # pods per tensor-/data-parallel group sharing collectives (LeaderWorkerSet-like); 1 = each pod alone
+    group_size: int = 1
+    gpus_per_node: int = 8
+    namespace: str = "llm"
+    deployment: str = "vllm-llama-8b"
+    model_name: str = "meta-llama/Llama-3.1-8B-Instruct"
+    vllm_version: str = "0.32.0"
+    enforce_eager: bool = False
+    metrics_flavor: str = "v1"  # "v1" = vLLM 0.32 page, "v0" = vLLM 0.6 names
+    rate_per_pod: float = 6.0  # req/s per initial replica at diurnal factor 1
+    diurnal_amplitude: float = 0.0  # 0.3 = ±30 % around the mean
+    diurnal_period_s: float = 86_400.0
+    diurnal_phase_s: float = 0.0
+    spikes: tuple[Spike, ...] = ()
+    clients: tuple[ClientSpec, ...] = DEFAULT_CLIENTS
+    system_prompt_tokens: int = 48
+    router: str = "sticky"
+    long_prompt_threshold: int = 16_384
+    long_pool_pods: int = 0
+    rate_limit_rps: float | None = None
+    max_tokens_cap: int | None = None
+    hpa: HpaConfig = HpaConfig()
+    dcgm_custom_csv: bool = False
+    engine: EngineConfig = EngineConfig()
+    step: StepModel = StepModel()
+    model_load_s: float = 60.0
+    endpoint_lag_s: float = 10.0  # readiness probe period x failure threshold
+    routine_deploy_at: float | None = None
+    tick_s: float = 0.1
+    epoch: float = 1_767_225_600.0  # virtual t=0 as unix time (2026-01-01T00:00:00Z)
+    log_interval_s: float = 10.0

@@ -1,0 +1,205 @@
+"""Fault injection: each fault changes behaviour (load, engine progress, routing, hardware, rollouts) at its
+onset, and the telemetry follows from the simulated behaviour. The label goes to the ground-truth channel only.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from llm_oncall.sim import lifecycle, logs
+from llm_oncall.sim.clients import ClientSpec
+from llm_oncall.sim.config import FaultSpec, GroundTruth
+from llm_oncall.sim.dcgm import PCI_BUSES
+from llm_oncall.sim.pods import TERMINATED, Pod
+
+if TYPE_CHECKING:
+    from llm_oncall.sim.fleet import Fleet
+
+Params = dict[str, Any]
+
+
+def _pick_pod(fleet: Fleet, p: Params, rng: random.Random) -> Pod:
+    live = [x for x in fleet.pods if x.state != TERMINATED]
+    idx = p.get("pod_index")
+    return live[int(idx) % len(live)] if idx is not None else live[rng.randrange(len(live))]
+
+
+def _truth(fleet: Fleet, kind: str, at: float, pods: list[Pod], revision: str | None = None) -> None:
+    fleet.truth = GroundTruth(kind, at, tuple(p.name for p in pods), tuple(sorted({p.node for p in pods})),
+                              revision)
+
+
+def _every(fleet: Fleet, start: float, period: float, fn: Callable[[float], None]) -> None:
+    def run(t: float) -> None:
+        fn(t)
+        fleet.schedule(t + period, run)
+    fleet.schedule(start, run)
+
+
+def kv_capacity(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    factor = float(p.get("factor", rng.uniform(1.9, 2.5)))
+
+    def onset(t: float) -> None:
+        fleet.rate_factor *= factor
+        _truth(fleet, "kv-capacity", at, [x for x in fleet.pods if x.state != TERMINATED])
+    fleet.schedule(at, onset)
+
+
+def engine_hang(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    groups = sorted({x.group for x in fleet.pods if x.state != TERMINATED})
+    group = str(p.get("group", groups[rng.randrange(len(groups))]))
+    crc_rate = float(p.get("crc_per_s", rng.uniform(5.0, 40.0)))
+
+    def onset(t: float) -> None:
+        members = [x for x in fleet.pods if x.group == group and x.state != TERMINATED]
+        for x in members:
+            x.engine.freeze()
+            x.hung = True
+        _truth(fleet, "engine-hang", at, members)
+        gpus = [g for x in members for g in x.gpus]
+
+        def link_errors(_: float) -> None:
+            for g in gpus:
+                g.crc_flit += int(rng.expovariate(1.0 / crc_rate))
+                g.crc_data += int(rng.expovariate(4.0 / crc_rate))
+                g.replay += int(rng.expovariate(2.0 / crc_rate))
+        _every(fleet, t + 1.0, 1.0, link_errors)
+    fleet.schedule(at, onset)
+
+
+def prefix_cache_drop(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    variant = str(p.get("variant", "router"))
+    if variant == "router":
+        lag = float(p.get("lag_s", rng.uniform(10.0, 60.0)))
+        policy = str(p.get("policy", "random"))
+        fleet.schedule(max(0.0, at - lag), lambda t: lifecycle.config_change(fleet, t, policy, apply=False))
+
+        def onset(t: float) -> None:
+            fleet.router.policy = policy
+            _truth(fleet, "prefix-cache-drop", at, [x for x in fleet.pods if x.state != TERMINATED])
+    else:
+        share = float(p.get("share", rng.uniform(0.8, 1.0)))
+
+        def onset(t: float) -> None:
+            fleet.workload.unique_prefix_share = share
+            _truth(fleet, "prefix-cache-drop", at, [x for x in fleet.pods if x.state != TERMINATED])
+    fleet.schedule(at, onset)
+
+
+def retry_storm(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    timeout = float(p.get("timeout_s", 15.0))
+    wl = fleet.workload
+    for i, spec in enumerate(wl.specs):
+        if spec.kind == "chat":
+            wl.specs[i] = replace(spec, retry="immediate", timeout_s=timeout)
+
+    def onset(t: float) -> None:
+        pod = _pick_pod(fleet, p, rng)
+        lifecycle.crash(fleet, pod, t, "OOMKilled", oom=True)
+        _truth(fleet, "retry-storm", at, [pod])
+    fleet.schedule(at, onset)
+
+
+def bad_model_rollout(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    weight = float(p.get("weight", rng.uniform(0.1, 0.25)))
+    model = str(p.get("model_revision", "ft-2026-01-rc3"))
+
+    def onset(t: float) -> None:
+        rev = fleet.new_revision(model_revision=model, bad_outputs=True)
+        ro = lifecycle.start_rollout(fleet, rev, t, canary_weight=weight)
+        _truth(fleet, "bad-model-rollout", at, [fleet.by_name[n] for n in ro.created], rev.name)
+    fleet.schedule(at, onset)
+
+
+def gpu_ecc(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    wrong = float(p.get("wrong_rate", rng.uniform(0.01, 0.03)))
+    sbe_rate = float(p.get("sbe_per_s", rng.uniform(0.5, 5.0)))
+
+    def onset(t: float) -> None:
+        pod = _pick_pod(fleet, p, rng)
+        gpu = pod.gpus[0]
+        pod.wrong_rate = wrong
+        _truth(fleet, "gpu-ecc", at, [pod])
+        pci = f"0000:{PCI_BUSES[gpu.index % 8]}:00"
+        pid = 4000 + rng.randrange(60000)
+        klog = fleet.kernel_logs[pod.node]
+        uptime = 86_400.0 * 12 + t
+        gpu.dbe_vol += 1
+        gpu.dbe_agg += 1
+        gpu.remapped_uncorr += 1
+        gpu.remap_pending = 1
+        gpu.xid = 48
+        klog.append(logs.xid_line(uptime, pci, 48, pid))
+        klog.append(logs.xid_line(uptime + 0.002, pci, 63, pid))
+
+        def errors(t2: float) -> None:
+            n = int(rng.expovariate(1.0 / sbe_rate) * 10)
+            gpu.sbe_vol += n
+            gpu.sbe_agg += n
+            if rng.random() < 0.02:
+                gpu.dbe_vol += 1
+                gpu.dbe_agg += 1
+                gpu.xid = 94
+                klog.append(logs.xid_line(86_400.0 * 12 + t2, pci, 94, pid))
+        _every(fleet, t + 10.0, 10.0, errors)
+    fleet.schedule(at, onset)
+
+
+def cuda_graph_crash(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    version = str(p.get("vllm_version", "0.33.0"))
+    eager = bool(p.get("enforce_eager", False))
+
+    def onset(t: float) -> None:
+        rev = fleet.new_revision(vllm_version=version, capture_crash=True, enforce_eager=eager)
+        ro = lifecycle.start_rollout(fleet, rev, t)
+        _truth(fleet, "cuda-graph-crash" if not eager else "healthy", at,
+               [fleet.by_name[n] for n in ro.created], rev.name)
+    fleet.schedule(at, onset)
+
+
+def long_context_starvation(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    share = float(p.get("share", rng.uniform(0.06, 0.12)))
+    lo, hi = p.get("prompt_tokens", (5_000, 100_000))
+
+    def onset(t: float) -> None:
+        wl = fleet.workload
+        total = sum(wl.weights)
+        for i in range(len(wl.weights)):
+            wl.weights[i] *= 1.0 - share
+        wl.add_client(ClientSpec("rag-longdocs", "rag-long", share * total, max_tokens=1024,
+                                 answer_tokens=300.0, doc_tokens=(int(lo), int(hi)), timeout_s=300.0))
+        fleet.gateway.clients.append("rag-longdocs")
+        _truth(fleet, "long-context-starvation", at, [x for x in fleet.pods if x.state != TERMINATED])
+    fleet.schedule(at, onset)
+
+
+def pod_outlier(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+    factor = float(p.get("factor", rng.uniform(2.0, 4.0)))
+
+    def onset(t: float) -> None:
+        pod = _pick_pod(fleet, p, rng)
+        pod.engine.slowdown *= factor
+        for g in pod.gpus:
+            g.clock_factor = 1.0 / factor
+        _truth(fleet, "pod-outlier", at, [pod])
+    fleet.schedule(at, onset)
+
+
+_HANDLERS: dict[str, Callable[[Fleet, float, Params, random.Random], None]] = {
+    "kv-capacity": kv_capacity,
+    "engine-hang": engine_hang,
+    "prefix-cache-drop": prefix_cache_drop,
+    "retry-storm": retry_storm,
+    "bad-model-rollout": bad_model_rollout,
+    "gpu-ecc": gpu_ecc,
+    "cuda-graph-crash": cuda_graph_crash,
+    "long-context-starvation": long_context_starvation,
+    "pod-outlier": pod_outlier,
+}
+
+
+def install(fleet: Fleet, spec: FaultSpec) -> None:
+    _HANDLERS[spec.kind](fleet, spec.at, dict(spec.params), fleet.fault_rng)

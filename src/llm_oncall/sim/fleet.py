@@ -1,0 +1,343 @@
+"""The simulated fleet: nodes, pods, gateway, router, autoscaler and clients on one virtual clock."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+from llm_oncall.sim import faults, kube, lifecycle, textgen
+from llm_oncall.sim.autoscaler import Autoscaler
+from llm_oncall.sim.clients import Job, Workload
+from llm_oncall.sim.config import FaultSpec, FleetConfig, GroundTruth
+from llm_oncall.sim.dcgm import DcgmOptions, Gpu, render_node
+from llm_oncall.sim.engine import Request
+from llm_oncall.sim.exposition import PageContext, render_engine_page
+from llm_oncall.sim.gateway import Gateway
+from llm_oncall.sim.pods import READY, TERMINATED, Pod, Revision
+from llm_oncall.sim.router import Router, mix64
+
+
+class Fleet:
+    def __init__(self, cfg: FleetConfig, seed: int = 0, fault: FaultSpec | None = None) -> None:
+        self.cfg = cfg
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.traffic_rng = random.Random(mix64(seed * 7 + 1))
+        self.route_rng = random.Random(mix64(seed * 7 + 2))
+        self.quality_rng = random.Random(mix64(seed * 7 + 3))
+        self.fault_rng = random.Random(mix64(seed * 7 + 4))
+        self.now = 0.0
+        self.event_log: list[dict[str, Any]] = []
+        self.gpus: dict[str, list[Gpu]] = {}
+        self.kernel_logs: dict[str, list[str]] = {}
+        self.pods: list[Pod] = []  # every pod ever created (kube-state keeps terminated ones briefly)
+        self.by_name: dict[str, Pod] = {}
+        self.revisions: list[Revision] = []
+        self.weights: dict[str, float] = {}
+        self.workload = Workload(cfg.clients, self.traffic_rng, cfg.system_prompt_tokens)
+        self.workload.max_tokens_cap = cfg.max_tokens_cap
+        self.router = Router(cfg.router, self.route_rng, cfg.long_prompt_threshold)
+        self.gateway = Gateway([c.name for c in cfg.clients])
+        self.gateway.max_tokens_cap = cfg.max_tokens_cap
+        if cfg.rate_limit_rps is not None:
+            for c in cfg.clients:
+                self.gateway.set_rate_limit(c.name, cfg.rate_limit_rps)
+        self.hpa = Autoscaler(cfg.hpa)
+        self.live: dict[int, tuple[Job, Pod]] = {}
+        self.deadlines: list[tuple[float, int]] = []
+        self.retries: list[tuple[float, int, Job]] = []
+        self.retry_tokens: dict[int, float] = {}
+        self.actions: list[tuple[float, int, Callable[[float], None]]] = []
+        self.next_tag = 0
+        self.seq = 0
+        self.rate_factor = 1.0
+        self.configmap_version = 41_207
+        self.generation = 3
+        self.observed_generation = 3
+        self.rollout: lifecycle.Rollout | None = None
+        self.desired_replicas = cfg.pods
+        self.truth = GroundTruth("healthy", None)
+        self._next_log = cfg.log_interval_s
+        self._next_gpu = 1.0
+        self._endpoints: dict[str, list[Pod]] = {}
+        base = Revision(self._hash(), cfg.vllm_version, "main", cfg.enforce_eager)
+        self.revisions.append(base)
+        self.weights[base.name] = 1.0
+        for _ in range(cfg.pods):
+            lifecycle.create_pod(self, base, warm=True)
+        if cfg.long_pool_pods:
+            for p in self.pods[-cfg.long_pool_pods:]:
+                p.long_pool = True
+        if cfg.routine_deploy_at is not None:
+            self.schedule(cfg.routine_deploy_at, lambda t: lifecycle.start_rollout(
+                self, self.new_revision(), t, kind="deploy"))
+        self.fault = fault
+        if fault is not None:
+            faults.install(self, fault)
+
+    # ---- public interface ----------------------------------------------------------------------------
+    def advance(self, until: float) -> None:
+        step = self.cfg.tick_s
+        while self.now < until - 1e-9:
+            t1 = min(self.now + step, until)
+            self._tick(self.now, t1)
+            self.now = t1
+
+    @property
+    def ground_truth(self) -> GroundTruth:
+        return self.truth
+
+    def targets(self) -> dict[str, dict[str, str]]:
+        cfg = self.cfg
+        return {p.name: {"pod": p.name, "node": p.node, "revision": p.revision.name, "deployment": cfg.deployment,
+                         "group": p.group, "namespace": cfg.namespace}
+                for p in self.pods if p.state != TERMINATED}
+
+    def nodes(self) -> list[str]:
+        return list(self.gpus)
+
+    def render_metrics(self, pod: str) -> str | None:
+        p = self.by_name.get(pod)
+        if p is None or p.state != READY:
+            return None
+        cfg = self.cfg
+        ctx = PageContext(cfg.model_name, cfg.epoch + p.process_start, cfg.epoch + self.now, p.http_latency,
+                          p.http_latency_few, cfg.metrics_flavor, lifecycle.cache_labels(cfg))
+        return render_engine_page(p.engine, ctx)
+
+    def render_dcgm(self, node: str) -> str:
+        return render_node(node, self.gpus[node], DcgmOptions(self.cfg.dcgm_custom_csv))
+
+    def render_gateway(self) -> str:
+        return self.gateway.render()
+
+    def render_kube_state(self) -> str:
+        return kube.render(self)
+
+    def new_log_lines(self, pod: str) -> list[str]:
+        p = self.by_name[pod]
+        out, p.logs = p.logs, []
+        return out
+
+    def new_kernel_log_lines(self, node: str) -> list[str]:
+        out = self.kernel_logs.get(node, [])
+        self.kernel_logs[node] = []
+        return out
+
+    def events(self) -> list[dict[str, Any]]:
+        return [dict(e) for e in self.event_log]
+
+    def complete(self, pod: str, prompt: str, max_tokens: int, temperature: float = 0.0) -> str:
+        p = self.by_name.get(pod)
+        if p is None or p.state != READY:
+            raise ConnectionError(f"{pod}: connection refused")
+        if p.hung:
+            raise TimeoutError(f"{pod}: no response")
+        p.completions += 1
+        text = textgen.answer(p.revision.model_revision, prompt, max_tokens)
+        if p.revision.bad_outputs:
+            return textgen.garbage(text, str(p.completions))
+        if p.wrong_rate > 0.0:
+            u = mix64(mix64(p.key) ^ p.completions) / 2.0**64
+            if u < p.wrong_rate:
+                return textgen.subtly_wrong(text, f"{p.name}/{p.completions}")
+        return text
+
+    # ---- operator actions (used by drills to apply an emergency fix) --------------------------------
+    def scale_to(self, replicas: int) -> None:
+        lifecycle.scale(self, replicas, self.now, "manual")
+
+    def set_rate_limit(self, client: str, rps: float | None) -> None:
+        self.gateway.set_rate_limit(client, rps)
+
+    def set_max_tokens_cap(self, cap: int | None) -> None:
+        self.gateway.max_tokens_cap = cap
+        self.workload.max_tokens_cap = cap
+
+    def set_router_policy(self, policy: str) -> None:
+        lifecycle.config_change(self, self.now, policy)
+
+    def restart_pods(self, pods: list[str]) -> None:
+        for name in pods:
+            lifecycle.crash(self, self.by_name[name], self.now, "Killed", oom=False)
+
+    # ---- internals -----------------------------------------------------------------------------------
+    def schedule(self, t: float, fn: Callable[[float], None]) -> None:
+        self.seq += 1
+        heapq.heappush(self.actions, (t, self.seq, fn))
+
+    def record_event(self, t: float, kind: str, detail: str, **extra: Any) -> None:
+        self.event_log.append({"t": round(t, 3), "kind": kind, "detail": detail, **extra})
+
+    def _hash(self) -> str:
+        alphabet = "bcdfghjklmnpqrstvwxz2456789"
+        return "".join(self.rng.choice(alphabet) for _ in range(9))
+
+    def new_revision(self, **changes: Any) -> Revision:
+        cur = self.revisions[-1]
+        fields = {"vllm_version": cur.vllm_version, "model_revision": cur.model_revision,
+                  "enforce_eager": cur.enforce_eager}
+        fields.update(changes)
+        rev = Revision(self._hash(), **fields)
+        self.revisions.append(rev)
+        return rev
+
+    def offered_rate(self, t: float) -> float:
+        cfg = self.cfg
+        rate = cfg.rate_per_pod * cfg.pods * self.rate_factor
+        if cfg.diurnal_amplitude:
+            rate *= 1.0 + cfg.diurnal_amplitude * math.sin(2 * math.pi * (t + cfg.diurnal_phase_s)
+                                                           / cfg.diurnal_period_s)
+        for s in cfg.spikes:
+            if s.at <= t < s.at + s.duration_s:
+                rate *= s.factor
+        return rate
+
+    def _tick(self, t0: float, t1: float) -> None:
+        actions = self.actions
+        while actions and actions[0][0] < t1:
+            t, _, fn = heapq.heappop(actions)
+            fn(max(t, t0))
+        lifecycle.advance(self, t0)
+        self._endpoints = {}
+        for p in self.pods:
+            if p.in_endpoints(t0):
+                self._endpoints.setdefault(p.revision.name, []).append(p)
+        for job in self.workload.arrivals(t0, t1, self.offered_rate(t0)):
+            self._dispatch(job, job.created)
+        retries = self.retries
+        while retries and retries[0][0] < t1:
+            t, _, job = heapq.heappop(retries)
+            self._dispatch(job, t)
+        for p in self.pods:
+            e = p.engine
+            if p.state == READY or (p.state == TERMINATED and e.running):
+                e.tick(t0, t1)
+                if e.finished:
+                    self._drain(p)
+        self._timeouts(t1)
+        if t1 >= self._next_gpu:
+            lifecycle.update_gpus(self, t1 - self._next_gpu + 1.0)
+            self._next_gpu += 1.0
+        if t1 >= self._next_log:
+            lifecycle.log_stats(self, t1)
+            self._next_log += self.cfg.log_interval_s
+        if self.hpa.due(t1):
+            lifecycle.autoscale(self, t1)
+
+    def _pick_revision(self) -> str | None:
+        eps = self._endpoints
+        live = [(r, w) for r, w in self.weights.items() if w > 0 and r in eps]
+        if not live:
+            return next(iter(eps), None)
+        if len(live) == 1:
+            return live[0][0]
+        total = sum(w for _, w in live)
+        u = self.route_rng.random() * total
+        for r, w in live:
+            u -= w
+            if u <= 0:
+                return r
+        return live[-1][0]
+
+    def _dispatch(self, job: Job, t: float) -> None:
+        spec = self.workload.specs[job.client]
+        client = spec.name
+        retry = job.attempts > 0
+        if not retry and spec.retry == "backoff":
+            self.earn_retry_budget(job.client, spec.retry_budget)
+        job.attempts += 1
+        if not self.gateway.admit(client, t, retry):
+            self._fail(job, t)
+            return
+        rev = self._pick_revision()
+        if rev is None:
+            self.gateway.record(client, "503", "none")
+            self._fail(job, t)
+            return
+        pod = self.router.pick(self._endpoints[rev], job.chain, job.prompt_len)
+        if pod is None or not pod.serving():
+            self.gateway.record(client, "502", rev)
+            self._fail(job, t)
+            return
+        self.next_tag += 1
+        tag = self.next_tag
+        out_len = job.out_len
+        if pod.revision.bad_outputs and self.quality_rng.random() < 0.3:
+            out_len = job.max_tokens  # degenerate loops run to the length limit
+        r = Request(tag, t, job.prompt_len, out_len, job.max_tokens, job.chain, job.system_len, job.client, tag)
+        if not pod.engine.submit(r):
+            self.gateway.record(client, "503", rev)
+            self._fail(job, t)
+            return
+        self.live[tag] = (job, pod)
+        job.last_tag = tag
+        heapq.heappush(self.deadlines, (t + spec.timeout_s, tag))
+
+    def _drain(self, p: Pod) -> None:
+        e = p.engine
+        for r in e.finished:
+            lat = r.finish_at - r.arrival
+            p.http_latency.observe(lat)
+            p.http_latency_few.observe(lat)
+            entry = self.live.pop(r.tag, None)
+            if entry is None:
+                continue  # the client already gave up; the engine did the work anyway
+            job = entry[0]
+            rev = p.revision
+            self.gateway.record(self.workload.specs[job.client].name, "200", rev.name, lat)
+            self._quality(job, rev)
+            self.workload.completed(job, r.finish_at, r.gen_before + 1 if r.out_len <= 1 else r.out_len)
+        e.finished.clear()
+
+    def _quality(self, job: Job, rev: Revision) -> None:
+        q = self.quality_rng.random
+        bad = rev.bad_outputs
+        violation = q() < (0.22 if bad else 0.01)
+        repetition = q() < (0.15 if bad else 0.003)
+        control = q() < (0.06 if bad else 0.0005)
+        feedback: str | None = None
+        if q() < self.workload.specs[job.client].feedback_rate:
+            feedback = "down" if q() < (0.2 if bad else 0.025) else "up"
+        self.gateway.record_quality(rev.name, violation, repetition, control, feedback)
+
+    def _timeouts(self, t1: float) -> None:
+        dl = self.deadlines
+        while dl and dl[0][0] <= t1:
+            t, tag = heapq.heappop(dl)
+            entry = self.live.pop(tag, None)
+            if entry is None:
+                continue
+            job, pod = entry
+            self.gateway.record(self.workload.specs[job.client].name, "504", pod.revision.name)
+            self._fail(job, t)
+
+    def connection_lost(self, pod: Pod, requests: list[Request], t: float) -> None:
+        for r in requests:
+            entry = self.live.pop(r.tag, None)
+            if entry is not None:
+                self.gateway.record(self.workload.specs[entry[0].client].name, "502", pod.revision.name)
+                self._fail(entry[0], t)
+
+    def _fail(self, job: Job, t: float) -> None:
+        spec = self.workload.specs[job.client]
+        rng = self.traffic_rng
+        if spec.retry == "immediate" and job.attempts < 40:
+            self.seq += 1
+            heapq.heappush(self.retries, (t + rng.uniform(0.05, 0.3), self.seq, job))
+            return
+        if spec.retry == "backoff" and job.attempts < spec.max_attempts:
+            tokens = self.retry_tokens.get(job.client, 5.0)
+            if tokens >= 1.0:
+                self.retry_tokens[job.client] = tokens - 1.0
+                delay = min(30.0, 0.5 * 2.0 ** (job.attempts - 1)) * rng.uniform(0.5, 1.5)
+                self.seq += 1
+                heapq.heappush(self.retries, (t + delay, self.seq, job))
+                return
+        self.workload.abandoned(job, t)
+
+    def earn_retry_budget(self, client: int, amount: float) -> None:
+        self.retry_tokens[client] = min(20.0, self.retry_tokens.get(client, 5.0) + amount)

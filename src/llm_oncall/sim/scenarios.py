@@ -1,0 +1,44 @@
+"""Default fleet + fault per incident id, used by `llm-oncall drill`: onset ≈ 300 s after a warm-up."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from llm_oncall.sim.autoscaler import HpaConfig
+from llm_oncall.sim.config import INCIDENTS, FaultSpec, FleetConfig, Spike
+
+ONSET_S = 300.0
+
+
+def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfig, FaultSpec | None]:
+    """`overrides` may set any FleetConfig field, plus `at` (onset) and `params` (fault parameters)."""
+    if incident != "healthy" and incident not in INCIDENTS:
+        raise ValueError(f"unknown incident {incident!r}")
+    rng = random.Random(seed)
+    at = float(overrides.pop("at", ONSET_S + rng.uniform(-30.0, 30.0)))
+    params: dict[str, Any] = dict(overrides.pop("params", {}))
+    cfg = FleetConfig(pods=8, dcgm_custom_csv=True)
+    if incident == "engine-hang":
+        cfg = dataclasses.replace(cfg, tp=2, group_size=2)
+    elif incident == "healthy":
+        cfg = _confounders(cfg, rng)
+    cfg = dataclasses.replace(cfg, **overrides)
+    if incident == "healthy":
+        return cfg, None
+    return cfg, FaultSpec(incident, at, params)
+
+
+def _confounders(cfg: FleetConfig, rng: random.Random) -> FleetConfig:
+    """A healthy fleet is not a flat one: ramps, a routine deploy, brief spikes, autoscaling."""
+    pick = rng.randrange(4)
+    if pick == 0:
+        return dataclasses.replace(cfg, diurnal_amplitude=0.3, diurnal_period_s=3600.0,
+                                   diurnal_phase_s=rng.uniform(0, 3600))
+    if pick == 1:
+        return dataclasses.replace(cfg, routine_deploy_at=ONSET_S + rng.uniform(-60, 60))
+    if pick == 2:
+        return dataclasses.replace(cfg, spikes=(Spike(ONSET_S + rng.uniform(-60, 60), rng.uniform(10, 30), 1.5),))
+    return dataclasses.replace(cfg, diurnal_amplitude=0.4, diurnal_period_s=1800.0,
+                               hpa=HpaConfig(enabled=True, min_replicas=6, max_replicas=12, target_value=40.0))
