@@ -140,7 +140,8 @@ def test_xid_facts_name_meaning_severity_action() -> None:
     f = classify("dmesg_xid79.log")
     assert f.facts["worst"]["code"] == 79
     assert f.facts["worst"]["scope"] == "node"
-    assert f.facts["xids"] == {"79": 2, "154": 1}
+    assert f.facts["xids"] == {"79": 1, "154": 1}
+    assert f.facts["gpus"] == {"PCI:0000:b3:00": [79, 154]}
     assert f.facts["recovery_action"] == "Node Reboot Required"
     ecc = classify("journal_xid_ecc.log")
     assert ecc.facts["worst"]["severity"] == "critical"

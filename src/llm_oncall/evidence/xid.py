@@ -13,7 +13,7 @@ _XID = re.compile(
     r"(?: pid=(?P<pid>'?<?[\w ]{0,20}>?'?),)?(?: name=(?P<name>[^,]{0,80}),)?(?P<msg>.{0,300})"
 )
 # Newer drivers report a lost GPU in prose, sometimes without an Xid line at all.
-_FELL_OFF = re.compile(r"NVRM: The NVIDIA GPU (?P<pci>[0-9A-Fa-f:.]{4,24})")
+_FELL_OFF = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f:.]{4,16})")
 _RECOVERY = re.compile(
     r"recovery action changed from [^()]{0,20}\((?P<old>[^)]{0,40})\) to [^()]{0,20}\((?P<new>[^)]{0,40})\)"
 )
@@ -158,7 +158,8 @@ def parse(text: str, name: str) -> Finding | None:
         fm = _FELL_OFF.search(line)
         if fm:
             last_pci = fm.group("pci")
-        if "fallen off the bus" in line:
+        # The prose form repeats an Xid 79 already logged; count it only when no Xid line reported the loss.
+        if "fallen off the bus" in line and not any(code == 79 for _, code, _, _ in events):
             events.append((i, 79, last_pci, "GPU has fallen off the bus"))
     if not events:
         return None
