@@ -14,7 +14,7 @@ from typing import Any
 
 from llm_oncall.signals.catalog import BY_KEY, Source
 from llm_oncall.signals.events import Event
-from llm_oncall.signals.exposition import Page
+from llm_oncall.signals.exposition import Labels, Page
 from llm_oncall.signals.series import (
     Histogram,
     Scrape,
@@ -145,8 +145,12 @@ class Snapshot:
     fleet: FleetSnapshot
     gpus: tuple[GpuSnapshot, ...] = ()
     events: tuple[Event, ...] = ()
-    extra: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    """Rates of other counter families by label set (gateway, prober), keyed by family."""
+    extra: Mapping[str, Mapping[Labels, float]] = field(default_factory=dict)
+    """Other pages (gateway, prober): counter families as per-second rates, gauges as values,
+    by label set, keyed by sample name."""
+
+    def extra_rates(self, name: str) -> list[tuple[dict[str, str], float]]:
+        return [(dict(labels), v) for labels, v in self.extra.get(name, {}).items()]
 
     def pod(self, name: str) -> PodSnapshot | None:
         for p in self.pods:
@@ -162,6 +166,8 @@ class Snapshot:
             "pods": [p.to_json() for p in self.pods],
             "gpus": [g.to_json() for g in self.gpus],
             "events": [e.to_json() for e in self.events],
+            "extra": {name: [{"labels": dict(k), "value": v} for k, v in vals.items()]
+                      for name, vals in self.extra.items()},
         }
 
 
@@ -270,9 +276,14 @@ def pod_snapshot(series: TargetSeries, end: float, window_s: float, stale_after_
         return _rate(counter_increase(scrapes, BY_KEY[key], match), span)
 
     finished = rate("requests_finished")
-    errors = rate("requests_finished", {"finished_reason": "error"})
-    aborts = rate("requests_finished", {"finished_reason": "abort"})
-    if aborts is None:
+    errors: float | None = None
+    aborts: float | None = None
+    if _has_label(page, "requests_finished", "finished_reason"):
+        errors = rate("requests_finished", {"finished_reason": "error"})
+        aborts = rate("requests_finished", {"finished_reason": "abort"})
+    else:
+        # SGLang counts finished requests without a reason label; aborts have their own
+        # counter and errors are not exported (unknown, not zero).
         aborts = rate("sglang_aborted")
     success = None
     if finished is not None:
@@ -346,6 +357,11 @@ def pod_snapshot(series: TargetSeries, end: float, window_s: float, stale_after_
         histograms=hists,
         prefix_counts=(hits, queries) if hits is not None and queries is not None else None,
     )
+
+
+def _has_label(page: Page, key: str, label: str) -> bool:
+    res = resolve(page, BY_KEY[key])
+    return res is not None and any(k == label for s in res.samples[""] for k, _ in s.labels)
 
 
 def counter_increase_heartbeat(scrapes: list[Scrape]) -> float | None:
