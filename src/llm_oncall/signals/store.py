@@ -74,7 +74,7 @@ class Store:
         stale_after = max(2.5 * self.interval_s, 1e-9)
         pods: list[PodSnapshot] = []
         gpus: list[GpuSnapshot] = []
-        extra: dict[str, dict[str, float]] = {}
+        extra: dict[str, dict[Labels, float]] = {}
         derived: list[Event] = []
         for name in sorted(self.series):
             series = self.series[name]
@@ -100,7 +100,7 @@ class Store:
         )
 
 
-def counter_rates(series: TargetSeries, end: float, window_s: float) -> dict[str, dict[str, float]]:
+def counter_rates(series: TargetSeries, end: float, window_s: float) -> dict[str, dict[Labels, float]]:
     """Per-second increases of every counter family (by label set) on a small custom page.
 
     Gauges are reported as their latest value.  Used for gateway and prober pages, whose
@@ -111,14 +111,14 @@ def counter_rates(series: TargetSeries, end: float, window_s: float) -> dict[str
         return {}
     last = scrapes[-1].page
     assert last is not None
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[Labels, float]] = {}
     span = scrapes[-1].t - scrapes[0].t
     for name, samples in last.samples.items():
         family = family_of(name)
         kind = last.types.get(family) or last.types.get(name) or ("counter" if name.endswith("_total") else "gauge")
         if name.endswith("_created") or kind in ("histogram", "summary"):
             continue
-        values: dict[str, float] = {}
+        values: dict[Labels, float] = {}
         if kind == "counter":
             if span <= 0:
                 continue
@@ -128,11 +128,11 @@ def counter_rates(series: TargetSeries, end: float, window_s: float) -> dict[str
             for s in samples:
                 prev = before.get(s.labels, 0.0)
                 inc = s.value - prev if s.value >= prev else s.value
-                values[labels_text(s.labels)] = inc / span
+                values[s.labels] = inc / span
         else:
             for s in samples:
                 if not math.isnan(s.value):
-                    values[labels_text(s.labels)] = s.value
+                    values[s.labels] = s.value
         out[name] = values
     return out
 

@@ -1,0 +1,57 @@
+"""The autopilot loop: take telemetry batches, keep history, diagnose after every scrape.
+
+Stateful glue around the pure parts (Store → Snapshot → Features → engine.diagnose).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from llm_oncall.diagnosis.engine import Diagnosis, diagnose
+from llm_oncall.diagnosis.features import Features, compute
+from llm_oncall.evidence.classify import classify_text
+from llm_oncall.evidence.model import Finding
+from llm_oncall.runbooks.loader import Registry, load_registry
+from llm_oncall.signals.snapshot import Snapshot
+from llm_oncall.signals.source import Batch
+from llm_oncall.signals.store import Store
+
+HISTORY = 80
+LOG_TAIL = 400
+
+
+class Autopilot:
+    def __init__(self, interval_s: float = 15.0, registry: Registry | None = None, lang: str = "en",
+                 window_s: float | None = None) -> None:
+        self.interval_s = interval_s
+        self.registry = registry or load_registry()
+        self.lang = lang
+        self.window_s = window_s or 2 * interval_s
+        self.store = Store(interval_s=interval_s)
+        self.snapshots: deque[Snapshot] = deque(maxlen=HISTORY)
+        self.features: deque[Features] = deque(maxlen=HISTORY)
+        self.findings: dict[str, Finding] = {}
+        self._log_tail: dict[str, deque[str]] = {}
+
+    def observe(self, batch: Batch) -> None:
+        self.store.add(batch)
+        for name, lines in batch.logs.items():
+            tail = self._log_tail.setdefault(name, deque(maxlen=LOG_TAIL))
+            tail.extend(lines)
+            finding = classify_text("\n".join(tail), name)
+            self.findings[name] = finding
+
+    def add_findings(self, findings: Sequence[Finding]) -> None:
+        for f in findings:
+            self.findings[f.file] = f
+
+    def step(self, at: float | None = None) -> Diagnosis:
+        snap = self.store.snapshot(at=at, window_s=self.window_s)
+        if self.snapshots and self.snapshots[-1].t == snap.t:
+            self.snapshots.pop()
+            self.features.pop()
+        self.snapshots.append(snap)
+        feats = compute(list(self.snapshots), list(self.findings.values()), self.interval_s)
+        self.features.append(feats)
+        return diagnose(list(self.features), self.registry, self.lang)

@@ -1,0 +1,347 @@
+"""Features: the named numbers runbook conditions read, derived from Snapshot history + evidence.
+
+Baselines are relative: the fleet against its own recent past (median of the snapshots
+before the recent ones), and a pod against the median of its peers.  A feature that cannot
+be computed is None (unknown), never 0.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from llm_oncall.evidence.model import Finding
+from llm_oncall.signals.events import Event
+from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
+
+Value = float | bool | None
+
+RECENT = 3
+"""Snapshots at the end of the history that are 'now' and never part of a baseline."""
+
+ECC_XIDS = frozenset({48, 63, 64, 92, 94, 95, 140})
+NVLINK_XIDS = frozenset({74, 144, 145, 149, 155})
+
+
+@dataclass(frozen=True)
+class Features:
+    t: float
+    values: Mapping[str, Value]
+    sources: Mapping[str, str] = field(default_factory=dict)
+    pod_sets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    node_sets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Named strings for reports and scope (e.g. the bad revision, the recent config change)."""
+    findings: tuple[Finding, ...] = ()
+
+    def get(self, name: str) -> Value:
+        return self.values.get(name)
+
+
+# Where each feature comes from, for the evidence list (PromQL for metrics).
+SOURCES: dict[str, str] = {
+    "waiting": "sum(vllm:num_requests_waiting)",
+    "waiting_per_pod": "avg(vllm:num_requests_waiting)",
+    "kv_max": "max(vllm:kv_cache_usage_perc)",
+    "kv_median": "quantile(0.5, vllm:kv_cache_usage_perc)",
+    "preemptions_per_s": "sum(rate(vllm:num_preemptions_total[1m]))",
+    "finished_rate": "sum(rate(vllm:request_success_total[1m]))",
+    "arrival_rate": "sum(rate(gateway_requests_total[1m])) or finished + Δ(running+waiting)/Δt",
+    "arrival_rate_ratio": "arrival rate now / its median over the preceding snapshots",
+    "success_rate": 'sum(rate(vllm:request_success_total{finished_reason=~"stop|length"}[1m]))',
+    "success_ratio": "success rate now / its baseline",
+    "error_share": "5xx + error + abort share of requests",
+    "hit_rate": "sum(rate(vllm:prefix_cache_hits_total[1m])) / sum(rate(vllm:prefix_cache_queries_total[1m]))",
+    "hit_rate_baseline": "median prefix hit rate over the preceding snapshots",
+    "prompt_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:request_prompt_tokens_bucket[1m])))",
+    "prompt_mean": "rate(vllm:prompt_tokens_total) / rate(vllm:request_success_total)",
+    "prompt_shift": "max(prompt p99 ratio, prompt mean ratio) vs baseline",
+    "ttft_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))",
+    "itl_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket[1m])))",
+    "n_stalled": "pods with requests and a flat vllm:iteration_tokens_total_count for ≥ 2 scrapes",
+    "n_restarted": "process_start_time_seconds changes / counter resets / kube restarts",
+    "retry_share": "sum(rate(gateway_retries_total)) / sum(rate(gateway_requests_total))",
+    "bad_rev_quality": "gateway format/repetition/control-char share of the worst revision",
+    "bad_rev_thumbs_down": "gateway_feedback_total{rating=\"down\"} share of the worst revision",
+    "n_ecc_gpus": "DCGM ECC SBE/DBE, row remap, Xid 48/63/64/94/95",
+    "probe_mismatch_top_share": "llm_oncall_probe_mismatches_total share of the top pod",
+    "n_crashloop": "pods not scrapeable with restarts / CrashLoopBackOff",
+    "log_cuda_graph": "vLLM logs: CUDA-graph capture error",
+    "n_outliers": "pods whose TTFT/ITL p99 is ≥ 2× the median of their peers",
+}
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def _ratio(a: float | None, b: float | None, floor: float = 1e-9) -> float | None:
+    if a is None or b is None or b <= floor:
+        return None
+    return a / b
+
+
+def _sum_extra(snap: Snapshot, name: str, **match: str) -> float | None:
+    rows = snap.extra_rates(name)
+    if not rows:
+        return None
+    return sum(v for labels, v in rows if all(labels.get(k) == w for k, w in match.items()))
+
+
+def arrival_rate(snap: Snapshot, prev: Snapshot | None) -> float | None:
+    """Requests arriving per second: the gateway's count, else finished + queue growth."""
+    gw = _sum_extra(snap, "gateway_requests_total")
+    if gw is not None:
+        return gw
+    f = snap.fleet
+    if f.requests_per_s is None:
+        return f.http_requests_per_s
+    growth = 0.0
+    if prev is not None and snap.t > prev.t:
+        now_q = (f.running or 0.0) + (f.waiting or 0.0)
+        before_q = (prev.fleet.running or 0.0) + (prev.fleet.waiting or 0.0)
+        growth = max(0.0, (now_q - before_q) / (snap.t - prev.t))
+    return f.requests_per_s + growth
+
+
+def _prompt_mean(snap: Snapshot) -> float | None:
+    f = snap.fleet
+    return _ratio(f.prompt_tokens_per_s, f.requests_per_s, 1e-6)
+
+
+def _stalled(p: PodSnapshot, interval: float) -> bool:
+    busy = (p.running or 0) > 0 or (p.waiting or 0) > 0
+    return p.up and busy and p.seconds_since_progress is not None and \
+        p.seconds_since_progress >= 2 * interval - 1e-6
+
+
+def _revision_quality(snap: Snapshot) -> dict[str, tuple[float, float, float]]:
+    """Per revision: (inspected responses/s, bad-output share, thumbs-down share)."""
+    out: dict[str, tuple[float, float, float]] = {}
+    inspected = {labels.get("revision", ""): v for labels, v in snap.extra_rates("gateway_responses_inspected_total")}
+    for rev, n in inspected.items():
+        if n <= 0:
+            continue
+        bad = sum((_sum_extra(snap, name, revision=rev) or 0.0) for name in (
+            "gateway_format_violations_total", "gateway_repetition_detected_total", "gateway_control_chars_total"))
+        down = _sum_extra(snap, "gateway_feedback_total", revision=rev, rating="down") or 0.0
+        up = _sum_extra(snap, "gateway_feedback_total", revision=rev, rating="up") or 0.0
+        out[rev] = (n, min(1.0, bad / n), down / (down + up) if down + up > 0 else 0.0)
+    return out
+
+
+def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), interval_s: float = 15.0) -> Features:
+    """Features at the last snapshot of `history` (oldest first)."""
+    if not history:
+        raise ValueError("no snapshots")
+    snap = history[-1]
+    prev = history[-2] if len(history) > 1 else None
+    base = history[:-RECENT] if len(history) > RECENT else []
+    f = snap.fleet
+    v: dict[str, Value] = {}
+    labels: dict[str, str] = {}
+    pod_sets: dict[str, tuple[str, ...]] = {}
+    node_sets: dict[str, tuple[str, ...]] = {}
+    up = [p for p in snap.pods if p.up]
+
+    v["interval_s"] = interval_s
+    v["history_len"] = float(len(history))
+    v["pods_total"] = float(f.pods_total)
+    v["pods_up"] = float(f.pods_up)
+    v["pods_down"] = float(f.pods_total - f.pods_up)
+    v["waiting"] = f.waiting
+    v["running"] = f.running
+    v["waiting_per_pod"] = f.waiting / len(up) if f.waiting is not None and up else None
+    v["kv_max"] = f.kv_usage_max
+    v["kv_median"] = f.kv_usage_median
+    v["preemptions_per_s"] = f.preemptions_per_s
+
+    # Rates against the fleet's own recent past.
+    arrivals = arrival_rate(snap, prev)
+    base_arrivals = _median(arrival_rate(s, history[i - 1] if i else None) for i, s in enumerate(base))
+    v["arrival_rate"] = arrivals
+    v["arrival_rate_baseline"] = base_arrivals
+    v["arrival_rate_ratio"] = _ratio(arrivals, base_arrivals)
+    v["finished_rate"] = f.requests_per_s
+    v["success_rate"] = f.success_per_s
+    base_success = _median(s.fleet.success_per_s for s in base)
+    v["success_rate_baseline"] = base_success
+    v["success_ratio"] = _ratio(f.success_per_s, base_success)
+    gw_total = _sum_extra(snap, "gateway_requests_total")
+    gw_5xx = None
+    if gw_total is not None:
+        gw_5xx = sum(val for lab, val in snap.extra_rates("gateway_requests_total")
+                     if lab.get("code", "").startswith("5") or lab.get("code") == "429")
+    if gw_total:
+        v["error_share"] = (gw_5xx or 0.0) / gw_total
+    elif f.http_requests_per_s:
+        v["error_share"] = (f.http_5xx_per_s or 0.0) / f.http_requests_per_s
+    elif f.requests_per_s:
+        v["error_share"] = ((f.errors_per_s or 0.0) + (f.aborts_per_s or 0.0)) / f.requests_per_s
+    else:
+        v["error_share"] = None
+    retries = _sum_extra(snap, "gateway_retries_total")
+    v["retry_share"] = _ratio(retries, gw_total) if retries is not None else None
+
+    # Prefix cache.
+    v["hit_rate"] = f.prefix_hit_rate
+    base_hit = _median(s.fleet.prefix_hit_rate for s in base)
+    v["hit_rate_baseline"] = base_hit
+    v["hit_rate_drop"] = base_hit - f.prefix_hit_rate if base_hit is not None and f.prefix_hit_rate is not None \
+        else None
+
+    # Prompt-length mix.
+    v["prompt_p99"] = f.prompt_len_p99
+    v["prompt_p99_baseline"] = _median(s.fleet.prompt_len_p99 for s in base)
+    v["prompt_p99_ratio"] = _ratio(f.prompt_len_p99, v["prompt_p99_baseline"])  # type: ignore[arg-type]
+    v["prompt_mean"] = _prompt_mean(snap)
+    v["prompt_mean_baseline"] = _median(_prompt_mean(s) for s in base)
+    v["prompt_mean_ratio"] = _ratio(v["prompt_mean"], v["prompt_mean_baseline"])  # type: ignore[arg-type]
+    shifts = [x for x in (v["prompt_p99_ratio"], v["prompt_mean_ratio"]) if isinstance(x, float)]
+    v["prompt_shift"] = max(shifts) if shifts else None
+
+    # Latency.
+    v["ttft_p99"] = f.ttft_p99
+    v["ttft_p99_baseline"] = _median(s.fleet.ttft_p99 for s in base)
+    v["ttft_ratio"] = _ratio(f.ttft_p99, v["ttft_p99_baseline"])  # type: ignore[arg-type]
+    v["itl_p99"] = f.itl_p99
+    v["itl_p99_baseline"] = _median(s.fleet.itl_p99 for s in base)
+    v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])  # type: ignore[arg-type]
+
+    # Forward progress.
+    stalled = tuple(p.name for p in up if _stalled(p, interval_s))
+    pod_sets["stalled"] = stalled
+    v["n_stalled"] = float(len(stalled))
+    busy = [p for p in up if (p.running or 0) > 0 or (p.waiting or 0) > 0]
+    v["n_busy"] = float(len(busy))
+    groups = {p.labels.get("group") for p in snap.pods if p.name in stalled and p.labels.get("group")}
+    group_pods = tuple(p.name for p in snap.pods if p.labels.get("group") in groups) if groups else stalled
+    pod_sets["stalled_groups"] = group_pods
+    node_sets["stalled"] = tuple(sorted({p.labels.get("node", "") for p in snap.pods
+                                         if p.name in group_pods} - {""}))
+    v["stalled_max_s"] = max((p.seconds_since_progress or 0.0 for p in up if p.name in stalled), default=None)
+    gpu_idle = [g.util_percent for g in snap.gpus if g.node in node_sets["stalled"] and g.util_percent is not None]
+    v["stalled_gpu_util"] = max(gpu_idle) if gpu_idle else None
+    nvlink = [g.nvlink_crc_increase for g in snap.gpus if g.nvlink_crc_increase is not None]
+    v["nvlink_errors"] = sum(x for x in nvlink) if nvlink else None
+
+    # Restarts and pods that do not come up.
+    restarted = {p.name for p in snap.pods if p.restarts > 0}
+    for e in snap.events:
+        if e.kind == "restart" and snap.t - e.t <= 4 * interval_s + 1e-6:
+            restarted.add(str(e.attrs.get("pod") or e.attrs.get("object") or ""))
+    restarted.discard("")
+    pod_sets["restarted"] = tuple(sorted(restarted))
+    v["n_restarted"] = float(len(restarted))
+    down = [p for p in snap.pods if not p.up]
+    ever_restarted = {str(e.attrs.get("pod") or e.attrs.get("object") or "") for e in snap.events
+                      if e.kind == "restart"}
+    crashloop = tuple(p.name for p in down if p.name in ever_restarted)
+    pod_sets["crashloop"] = crashloop
+    pod_sets["down"] = tuple(p.name for p in down)
+    v["n_crashloop"] = float(len(crashloop))
+    revs = {p.labels.get("revision") for p in snap.pods if p.name in crashloop} - {None, ""}
+    if len(revs) == 1:
+        labels["crashloop_revision"] = str(next(iter(revs)))
+
+    # Output quality by revision (gateway inspector + thumbs).
+    quality = _revision_quality(snap)
+    if len(quality) >= 2:
+        worst = max(quality, key=lambda r: (quality[r][1] + quality[r][2], r))
+        others = [q for r, q in quality.items() if r != worst]
+        labels["bad_revision"] = worst
+        v["bad_rev_quality"] = quality[worst][1]
+        v["bad_rev_thumbs_down"] = quality[worst][2]
+        v["other_rev_quality"] = max(q[1] for q in others)
+        v["other_rev_thumbs_down"] = max(q[2] for q in others)
+        v["n_revisions"] = float(len(quality))
+        pod_sets["bad_revision"] = tuple(p.name for p in snap.pods if p.labels.get("revision") == worst)
+    else:
+        v["n_revisions"] = float(len(quality))
+
+    # Golden-prompt probe mismatches by pod.
+    probes = snap.extra_rates("llm_oncall_probe_mismatches_total")
+    totals = snap.extra_rates("llm_oncall_probe_requests_total")
+    if totals:
+        by_pod: dict[str, float] = {}
+        for lab, val in probes:
+            by_pod[lab.get("pod", "")] = by_pod.get(lab.get("pod", ""), 0.0) + val
+        total_mm = sum(by_pod.values())
+        v["probe_mismatch_rate"] = total_mm
+        if total_mm > 0:
+            top = max(by_pod, key=lambda k: by_pod[k])
+            v["probe_mismatch_top_share"] = by_pod[top] / total_mm
+            pod_sets["probe_top"] = (top,)
+            revs_mm = {lab.get("revision") for lab, val in probes if val > 0}
+            v["probe_mismatch_revisions"] = float(len(revs_mm))
+
+    # GPU memory errors.
+    ecc_gpus = [g for g in snap.gpus if (g.ecc_dbe_increase or 0) > 0 or (g.ecc_sbe_increase or 0) > 10
+                or (g.row_remap_pending or 0) > 0 or (g.row_remap_failure or 0) > 0
+                or (g.xid_last is not None and int(g.xid_last) in ECC_XIDS)]
+    v["n_ecc_gpus"] = float(len(ecc_gpus))
+    v["ecc_known"] = any(g.ecc_dbe_volatile is not None or g.remapped_rows_uncorrectable is not None
+                         or g.xid_last is not None for g in snap.gpus) if snap.gpus else None
+    node_sets["ecc"] = tuple(sorted({g.node for g in ecc_gpus}))
+    pod_sets["ecc"] = tuple(sorted({g.pod for g in ecc_gpus if g.pod}))
+    v["nvlink_xid"] = any(g.xid_last is not None and int(g.xid_last) in NVLINK_XIDS for g in snap.gpus)
+
+    # Config changes shortly before now.
+    changes = [e for e in snap.events if e.kind == "config_change" and 0 <= snap.t - e.t <= 900]
+    v["config_change_recent"] = bool(changes)
+    if changes:
+        labels["config_change"] = f"{changes[-1].detail} ({snap.t - changes[-1].t:.0f}s before this diagnosis)"
+        v["config_change_age_s"] = snap.t - changes[-1].t
+    rollouts = [e for e in snap.events if e.kind in ("rollout", "deploy") and 0 <= snap.t - e.t <= 1800]
+    v["rollout_recent"] = bool(rollouts)
+    if rollouts:
+        labels["rollout"] = rollouts[-1].detail
+
+    # Pod vs the median of its peers (needs ≥ 3 pods to have peers).
+    outliers: list[str] = []
+    if len(up) >= 3:
+        for key in ("ttft_p99", "itl_p99", "e2e_p99"):
+            vals = {p.name: getattr(p, key) for p in up if getattr(p, key) is not None}
+            if len(vals) < 3:
+                continue
+            for name, val in vals.items():
+                peers = statistics.median(x for n, x in vals.items() if n != name)
+                if peers > 0 and val >= 2.0 * peers and val - peers >= 0.05:
+                    outliers.append(name)
+    pod_sets["outliers"] = tuple(sorted(set(outliers)))
+    v["n_outliers"] = float(len(set(outliers)))
+    v["outlier_share"] = len(set(outliers)) / len(up) if up else None
+
+    # Log and node evidence.
+    for f_ in findings:
+        if f_.benign or f_.incident_hint is None:
+            continue
+        key = "log_" + f_.incident_hint.replace("-", "_")
+        v[key] = max(float(v.get(key) or 0.0), f_.confidence)
+    for kind in ("cuda_graph_crash", "engine_hang", "gpu_ecc", "kv_capacity"):
+        v.setdefault("log_" + kind, 0.0 if findings else None)
+    v["log_peer_died"] = any(fd.kind == "peer_process_died" for fd in findings) if findings else None
+
+    return Features(t=snap.t, values=v, sources=SOURCES, pod_sets=pod_sets, node_sets=node_sets,
+                    labels=labels, findings=tuple(findings))
+
+
+def known_feature_names() -> set[str]:
+    """Names runbooks may use (for `runbooks lint`)."""
+    from llm_oncall.signals.snapshot import FleetSnapshot
+
+    empty = Snapshot(t=0.0, window_s=1.0, pods=(), fleet=FleetSnapshot(0, 0))
+    names = set(compute([empty]).values)
+    names |= {"log_" + i.replace("-", "_") for i in (
+        "kv-capacity", "engine-hang", "prefix-cache-drop", "retry-storm", "bad-model-rollout", "gpu-ecc",
+        "cuda-graph-crash", "long-context-starvation", "pod-outlier")}
+    names |= {"bad_rev_quality", "bad_rev_thumbs_down", "other_rev_quality", "other_rev_thumbs_down",
+              "probe_mismatch_rate", "probe_mismatch_top_share", "probe_mismatch_revisions",
+              "config_change_age_s", "log_peer_died"}
+    return names
+
+
+def events_before(events: Sequence[Event], t: float) -> list[Event]:
+    return [e for e in events if e.t <= t]

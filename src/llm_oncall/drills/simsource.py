@@ -1,0 +1,53 @@
+"""The simulated fleet as a telemetry Source: the same pages, logs and events a real fleet exposes.
+
+Each `collect()` advances the virtual clock by one scrape interval and scrapes every surface
+through the same parser as live scraping.  Ground truth is not part of a Batch.
+"""
+
+from __future__ import annotations
+
+from llm_oncall.signals.events import Event
+from llm_oncall.signals.source import Batch, Observation, Target, parse_for
+from llm_oncall.sim import Fleet
+
+
+class SimSource:
+    def __init__(self, fleet: Fleet, interval_s: float = 15.0, keep_text: bool = False) -> None:
+        self.fleet = fleet
+        self.interval_s = interval_s
+        self.keep_text = keep_text
+        self._events_seen = 0
+
+    def _observe(self, target: Target, text: str | None, t: float) -> Observation:
+        if text is None:
+            return Observation(target, t, None, "connection refused")
+        return Observation(target, t, parse_for(target.kind, text), None, text if self.keep_text else None)
+
+    def collect(self) -> Batch:
+        fleet = self.fleet
+        fleet.advance(fleet.now + self.interval_s)
+        t = fleet.now
+        batch = Batch()
+        for name, labels in fleet.targets().items():
+            target = Target(name, None, "vllm", labels)
+            batch.observations.append(self._observe(target, fleet.render_metrics(name), t))
+            lines = fleet.new_log_lines(name)
+            if lines:
+                batch.logs[f"{name}/logs.txt"] = lines
+        for node in fleet.nodes():
+            target = Target(node, None, "dcgm", {"node": node})
+            batch.observations.append(self._observe(target, fleet.render_dcgm(node), t))
+            kernel = fleet.new_kernel_log_lines(node)
+            if kernel:
+                batch.logs[f"{node}/kern.log"] = kernel
+        batch.observations.append(self._observe(Target("gateway", None, "gateway"), fleet.render_gateway(), t))
+        batch.observations.append(self._observe(Target("kube-state-metrics", None, "kube"),
+                                                fleet.render_kube_state(), t))
+        events = fleet.events()
+        for e in events[self._events_seen:]:
+            try:
+                batch.events.append(Event.from_json(e))
+            except ValueError as exc:
+                batch.problems.append(str(exc))
+        self._events_seen = len(events)
+        return batch

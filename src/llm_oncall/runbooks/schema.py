@@ -1,0 +1,153 @@
+"""The runbook schema: what a runbook file must say, validated before anything runs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from llm_oncall.runbooks.expr import Expr, ExprError, compile_expr
+
+INCIDENTS = (
+    "kv-capacity", "engine-hang", "prefix-cache-drop", "retry-storm", "bad-model-rollout", "gpu-ecc",
+    "cuda-graph-crash", "long-context-starvation", "pod-outlier", "healthy",
+)
+ACTIONS = (
+    "scale_out", "gateway_cap", "restart_group", "restart_pod", "drain_pod", "taint_node", "cordon_node",
+    "rollback", "pause_rollout", "set_flag", "route_by_length", "rate_limit", "call_hardware", "notify",
+)
+_ID = re.compile(r"^[a-z][a-z0-9-]{1,63}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Text(_Model):
+    """Text in English, with an optional Chinese translation."""
+
+    en: str = Field(min_length=1)
+    zh: str | None = None
+
+    def get(self, lang: str = "en") -> str:
+        return (self.zh if lang == "zh" else None) or self.en
+
+
+class Clause(_Model):
+    when: str
+    signal: str | None = None
+    baseline: str | None = None
+    text: Text
+
+    @field_validator("when")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            compile_expr(v)
+        except ExprError as exc:
+            raise ValueError(str(exc)) from exc
+        return v
+
+    @property
+    def expr(self) -> Expr:
+        return compile_expr(self.when)
+
+
+class Check(_Model):
+    name: str
+    signal: str | None = None
+    command: list[str] | None = None
+    meaning: Text
+
+    @field_validator("command")
+    @classmethod
+    def _argv(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and (not v or any(not a or "\n" in a for a in v)):
+            raise ValueError("command is an argv list of non-empty single-line strings")
+        return v
+
+
+class Action(_Model):
+    action: Literal[ACTIONS]  # type: ignore[valid-type]
+    params: dict[str, Any] = Field(default_factory=dict)
+    text: Text
+
+
+class LongTerm(_Model):
+    tag: Literal["monitoring", "automation", "drill", "capacity", "process", "config"]
+    text: Text
+
+
+class LookAlike(_Model):
+    incident: Literal[INCIDENTS]  # type: ignore[valid-type]
+    why: Text
+
+
+class RootCause(_Model):
+    when: str | None = None
+    text: Text
+
+    @field_validator("when")
+    @classmethod
+    def _compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                compile_expr(v)
+            except ExprError as exc:
+                raise ValueError(str(exc)) from exc
+        return v
+
+
+class Runbook(_Model):
+    id: str
+    title: Text
+    priority: int = Field(ge=0, le=1000, description="lower is checked first in triage")
+    symptom: Text
+    alert: str | None = None
+    signature: list[Clause] = Field(min_length=1)
+    support: list[Clause] = Field(default_factory=list)
+    persistence: int = Field(default=2, ge=1, le=20, description="consecutive scrapes the signature must hold")
+    base_confidence: float = Field(default=0.75, ge=0.0, le=1.0)
+    scope_pods: str | None = None
+    scope_nodes: str | None = None
+    scope_revision: str | None = None
+    triage: list[Check] = Field(default_factory=list)
+    root_causes: list[RootCause] = Field(default_factory=list)
+    emergency: list[Action] = Field(default_factory=list)
+    long_term: list[LongTerm] = Field(default_factory=list)
+    look_alikes: list[LookAlike] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("id must be lowercase letters, digits and '-'")
+        return v
+
+    @field_validator("alert")
+    @classmethod
+    def _alert(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                compile_expr(v)
+            except ExprError as exc:
+                raise ValueError(str(exc)) from exc
+        return v
+
+    @model_validator(mode="after")
+    def _no_self_lookalike(self) -> Runbook:
+        if any(la.incident == self.id for la in self.look_alikes):
+            raise ValueError("a runbook cannot list itself as a look-alike")
+        return self
+
+    def names(self) -> set[str]:
+        """Every feature name the runbook's conditions read."""
+        out: set[str] = set()
+        for c in [*self.signature, *self.support]:
+            out |= c.expr.names()
+        for rc in self.root_causes:
+            if rc.when:
+                out |= compile_expr(rc.when).names()
+        return out
