@@ -207,9 +207,11 @@ SIGNALS: tuple[Signal, ...] = (
 
 BY_KEY: dict[str, Signal] = {s.key: s for s in SIGNALS}
 
-DCGM_SENTINELS = frozenset({
-    9223372036854775792.0, float(0x7FFFFFF0), 140737488355328.0,
-})
+DCGM_SENTINELS = frozenset(
+    float(blank + offset)
+    for blank in (0x7FFFFFFFFFFFFFF0, 0x7FFFFFF0, 140737488355328)
+    for offset in range(4)  # blank, not found, not supported, not permissioned
+)
 """DCGM blank / not-found / not-supported / not-permissioned values: missing, not data."""
 
 

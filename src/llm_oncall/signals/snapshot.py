@@ -458,6 +458,10 @@ def gpu_snapshots(series: TargetSeries, end: float, window_s: float) -> list[Gpu
             return gauge(page, BY_KEY[key], match)
 
         def inc(key: str, match: Mapping[str, str] = match) -> float | None:
+            # A field this GPU does not report (or reports as a DCGM sentinel) is unknown,
+            # even when a sibling GPU on the same page has it.
+            if gauge(page, BY_KEY[key], match) is None:
+                return None
             return counter_increase(scrapes, BY_KEY[key], match)
 
         xids = [x for s in scrapes if s.page is not None
