@@ -93,6 +93,22 @@ class Workload:
         self.unique_prefix_share = 0.0
         self.max_tokens_cap: int | None = None
 
+    def prewarm(self, rate: float) -> None:
+        """Start with conversations already in progress, so t=0 looks like the middle of a working day."""
+        total_w = sum(self.weights) or 1.0
+        rng = self.rng
+        for idx, spec in enumerate(self.specs):
+            if spec.kind != "chat":
+                continue
+            heap = self.thinking[idx]
+            for _ in range(int(rate * spec.share / total_w * spec.think_s)):
+                self.next_sid += 1
+                turns = max(2, int(rng.expovariate(1.0 / spec.mean_turns)) + 2)
+                done = rng.randrange(1, turns)
+                history = self.system_len + int(done * (spec.user_tokens + spec.answer_tokens))
+                s = Session(self.next_sid, history, turns - done)
+                heapq.heappush(heap, (rng.uniform(0.0, spec.think_s), s.sid, s))
+
     def set_share(self, idx: int, share: float) -> None:
         self.weights[idx] = share
 

@@ -81,6 +81,8 @@ class FleetConfig:
     engine: EngineConfig = EngineConfig()
     step: StepModel = StepModel()
     model_load_s: float = 60.0
+    # the API server holds queued requests in host memory; past this queue length the container is OOM-killed
+    oom_queue_limit: int | None = None
     endpoint_lag_s: float = 10.0  # readiness probe period x failure threshold
     routine_deploy_at: float | None = None
     tick_s: float = 0.1

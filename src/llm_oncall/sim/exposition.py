@@ -74,10 +74,11 @@ class _Page:
         self.head(name, "gauge", help_)
         self.lines.extend(f"{name}{{{lab}}} {fmt(v)}" if lab else f"{name} {fmt(v)}" for lab, v in rows)
 
-    def counter(self, base: str, help_: str, rows: list[tuple[str, float]]) -> None:
+    def counter(self, base: str, help_: str, rows: list[tuple[str, float]], created: bool = True) -> None:
         self.head(f"{base}_total", "counter", help_)
-        self.lines.extend(f"{base}_total{{{lab}}} {fmt(v)}" for lab, v in rows)
-        if self.v1:
+        self.lines.extend(f"{base}_total{{{lab}}} {fmt(v)}" if lab else f"{base}_total {fmt(v)}"
+                          for lab, v in rows)
+        if self.v1 and created:
             self.head(f"{base}_created", "gauge", help_)
             self.lines.extend(f"{base}_created{{{lab}}} {self.created}" for lab, _ in rows)
 
@@ -198,11 +199,11 @@ def render_engine_page(e: Engine, ctx: PageContext) -> str:
 def _process_block(p: _Page, e: Engine, ctx: PageContext) -> None:
     g = e.h_iter.count // 50
     p.counter("python_gc_objects_collected", "Objects collected during gc", [
-        ('generation="0"', 14678.0 + 37 * g), ('generation="1"', 1943.0 + 3 * g), ('generation="2"', 1308.0)])
+        ('generation="0"', 14678.0 + 37 * g), ('generation="1"', 1943.0 + 3 * g), ('generation="2"', 1308.0)], created=False)
     p.counter("python_gc_objects_uncollectable", "Uncollectable objects found during GC",
-              [(f'generation="{i}"', 0.0) for i in range(3)])
+              [(f'generation="{i}"', 0.0) for i in range(3)], created=False)
     p.counter("python_gc_collections", "Number of times this generation was collected", [
-        ('generation="0"', 1578.0 + g), ('generation="1"', 144.0 + g // 10), ('generation="2"', 10.0)])
+        ('generation="0"', 1578.0 + g), ('generation="1"', 144.0 + g // 10), ('generation="2"', 10.0)], created=False)
     p.gauge("python_info", "Python platform information", [
         ('implementation="CPython",major="3",minor="12",patchlevel="11",version="3.12.11"', 1.0)])
     p.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", [("", 9.3e10)])
@@ -210,7 +211,7 @@ def _process_block(p: _Page, e: Engine, ctx: PageContext) -> None:
     p.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
             [("", ctx.process_start_epoch)])
     p.counter("process_cpu_seconds", "Total user and system CPU time spent in seconds.",
-              [("", round(60.0 + 0.35 * (ctx.now_epoch - ctx.process_start_epoch) + 0.4 * e.busy_s, 2))])
+              [("", round(60.0 + 0.35 * (ctx.now_epoch - ctx.process_start_epoch) + 0.4 * e.busy_s, 2))], created=False)
     p.gauge("process_open_fds", "Number of open file descriptors.", [("", 87.0 + min(e.num_running, 200))])
     p.gauge("process_max_fds", "Maximum number of open file descriptors.", [("", 1048576.0)])
 

@@ -90,7 +90,7 @@ def prefix_cache_drop(fleet: Fleet, at: float, p: Params, rng: random.Random) ->
 
 
 def retry_storm(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
-    timeout = float(p.get("timeout_s", 15.0))
+    timeout = float(p.get("timeout_s", 10.0))
     wl = fleet.workload
     for i, spec in enumerate(wl.specs):
         if spec.kind == "chat":
@@ -161,7 +161,7 @@ def cuda_graph_crash(fleet: Fleet, at: float, p: Params, rng: random.Random) -> 
 
 
 def long_context_starvation(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
-    share = float(p.get("share", rng.uniform(0.06, 0.12)))
+    share = float(p.get("share", rng.uniform(0.03, 0.05)))
     lo, hi = p.get("prompt_tokens", (5_000, 100_000))
 
     def onset(t: float) -> None:

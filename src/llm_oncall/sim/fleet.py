@@ -74,6 +74,7 @@ class Fleet:
         if cfg.routine_deploy_at is not None:
             self.schedule(cfg.routine_deploy_at, lambda t: lifecycle.start_rollout(
                 self, self.new_revision(), t, kind="deploy"))
+        self.workload.prewarm(self.offered_rate(0.0))
         self.fault = fault
         if fault is not None:
             faults.install(self, fault)
@@ -212,12 +213,15 @@ class Fleet:
         while retries and retries[0][0] < t1:
             t, _, job = heapq.heappop(retries)
             self._dispatch(job, t)
+        oom = self.cfg.oom_queue_limit
         for p in self.pods:
             e = p.engine
             if p.state == READY or (p.state == TERMINATED and e.running):
                 e.tick(t0, t1)
                 if e.finished:
                     self._drain(p)
+                if oom is not None and len(e.waiting) > oom and p.state == READY:
+                    lifecycle.crash(self, p, t1, "OOMKilled", oom=True)
         self._timeouts(t1)
         if t1 >= self._next_gpu:
             lifecycle.update_gpus(self, t1 - self._next_gpu + 1.0)
@@ -266,7 +270,7 @@ class Fleet:
         self.next_tag += 1
         tag = self.next_tag
         out_len = job.out_len
-        if pod.revision.bad_outputs and self.quality_rng.random() < 0.3:
+        if pod.revision.bad_outputs and self.quality_rng.random() < 0.08:
             out_len = job.max_tokens  # degenerate loops run to the length limit
         r = Request(tag, t, job.prompt_len, out_len, job.max_tokens, job.chain, job.system_len, job.client, tag)
         if not pod.engine.submit(r):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -166,7 +167,7 @@ def start_rollout(fleet: Fleet, rev: Revision, t: float, kind: str = "rollout",
     ro = Rollout(rev, old, kind, canary_weight)
     fleet.rollout = ro
     if canary_weight is not None:
-        count = max(1, round(fleet.cfg.pods * canary_weight))
+        count = max(1, math.ceil(fleet.cfg.pods * canary_weight))
         for _ in range(count):
             ro.created.append(create_pod(fleet, rev, t=t).name)
         fleet.weights = {**{r: fleet.weights.get(r, 0.0) * (1 - canary_weight) for r in old},

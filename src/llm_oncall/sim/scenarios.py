@@ -19,9 +19,12 @@ def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfi
     rng = random.Random(seed)
     at = float(overrides.pop("at", ONSET_S + rng.uniform(-30.0, 30.0)))
     params: dict[str, Any] = dict(overrides.pop("params", {}))
-    cfg = FleetConfig(pods=8, dcgm_custom_csv=True)
+    cfg = FleetConfig(pods=8, rate_per_pod=8.0, dcgm_custom_csv=True)
     if incident == "engine-hang":
         cfg = dataclasses.replace(cfg, tp=2, group_size=2)
+    elif incident == "retry-storm":
+        # a fleet running hot (~75 % of capacity) whose API servers OOM when queues explode
+        cfg = dataclasses.replace(cfg, rate_per_pod=9.0, oom_queue_limit=300)
     elif incident == "healthy":
         cfg = _confounders(cfg, rng)
     cfg = dataclasses.replace(cfg, **overrides)
