@@ -170,9 +170,11 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en") 
             facts = ", ".join(f"{k}={v}" for k, v in list(finding.facts.items())[:4])
             evidence.append(EvidenceItem(f"evidence:{finding.kind}", finding.confidence, None, finding.file,
                                          f"{finding.kind} ({facts})"))
-    ruled = [RuledOut(la.incident, f"{la.why.get(lang)} — {_why_not(registry.get(la.incident), feats, lang)}"
-                      if registry.get(la.incident) is not None else la.why.get(lang))
-             for la in chosen.look_alikes if la.incident != "healthy"]
+    ruled = []
+    for la in chosen.look_alikes:
+        other = registry.get(la.incident)
+        why = la.why.get(lang)
+        ruled.append(RuledOut(la.incident, f"{why} — {_why_not(other, feats, lang)}" if other else why))
     root = next((rc for rc in chosen.root_causes if rc.when is None or _holds_text(rc.when, feats)), None)
     pods = tuple(feats.pod_sets.get(chosen.scope_pods, ())) if chosen.scope_pods else ()
     nodes = tuple(feats.node_sets.get(chosen.scope_nodes, ())) if chosen.scope_nodes else ()

@@ -195,20 +195,20 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     # Prompt-length mix.
     v["prompt_p99"] = f.prompt_len_p99
     v["prompt_p99_baseline"] = _median(s.fleet.prompt_len_p99 for s in base)
-    v["prompt_p99_ratio"] = _ratio(f.prompt_len_p99, v["prompt_p99_baseline"])  # type: ignore[arg-type]
+    v["prompt_p99_ratio"] = _ratio(f.prompt_len_p99, v["prompt_p99_baseline"])
     v["prompt_mean"] = _prompt_mean(snap)
     v["prompt_mean_baseline"] = _median(_prompt_mean(s) for s in base)
-    v["prompt_mean_ratio"] = _ratio(v["prompt_mean"], v["prompt_mean_baseline"])  # type: ignore[arg-type]
+    v["prompt_mean_ratio"] = _ratio(v["prompt_mean"], v["prompt_mean_baseline"])
     shifts = [x for x in (v["prompt_p99_ratio"], v["prompt_mean_ratio"]) if isinstance(x, float)]
     v["prompt_shift"] = max(shifts) if shifts else None
 
     # Latency.
     v["ttft_p99"] = f.ttft_p99
     v["ttft_p99_baseline"] = _median(s.fleet.ttft_p99 for s in base)
-    v["ttft_ratio"] = _ratio(f.ttft_p99, v["ttft_p99_baseline"])  # type: ignore[arg-type]
+    v["ttft_ratio"] = _ratio(f.ttft_p99, v["ttft_p99_baseline"])
     v["itl_p99"] = f.itl_p99
     v["itl_p99_baseline"] = _median(s.fleet.itl_p99 for s in base)
-    v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])  # type: ignore[arg-type]
+    v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])
 
     # Forward progress.
     stalled = tuple(p.name for p in up if _stalled(p, interval_s))
@@ -299,20 +299,22 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     if rollouts:
         labels["rollout"] = rollouts[-1].detail
 
-    # Pod vs the median of its peers (needs ≥ 3 pods to have peers).
-    outliers: list[str] = []
+    # Pod vs the median of its peers (needs ≥ 3 pods to have peers).  Means, not p99s: a
+    # 30-second p99 of one pod rests on a handful of requests and flaps.
+    outliers: set[str] = set()
     if len(up) >= 3:
-        for key in ("ttft_p99", "itl_p99", "e2e_p99"):
-            vals = {p.name: getattr(p, key) for p in up if getattr(p, key) is not None}
-            if len(vals) < 3:
+        for key in ("itl", "ttft"):
+            means = {p.name: m for p in up if key in p.histograms and p.histograms[key].count >= 5
+                     and (m := p.histograms[key].mean) is not None}
+            if len(means) < 3:
                 continue
-            for name, val in vals.items():
-                peers = statistics.median(x for n, x in vals.items() if n != name)
-                if peers > 0 and val >= 2.0 * peers and val - peers >= 0.05:
-                    outliers.append(name)
-    pod_sets["outliers"] = tuple(sorted(set(outliers)))
-    v["n_outliers"] = float(len(set(outliers)))
-    v["outlier_share"] = len(set(outliers)) / len(up) if up else None
+            for name, val in means.items():
+                peers = statistics.median(x for n, x in means.items() if n != name)
+                if peers > 0 and val >= 2.0 * peers and val - peers >= 0.01:
+                    outliers.add(name)
+    pod_sets["outliers"] = tuple(sorted(outliers))
+    v["n_outliers"] = float(len(outliers))
+    v["outlier_share"] = len(outliers) / len(up) if up else None
 
     # Log and node evidence.
     for f_ in findings:

@@ -15,6 +15,7 @@ from typing import Any
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.drills.simsource import SimSource
+from llm_oncall.runbooks.expr import Expr, compile_expr
 from llm_oncall.sim import INCIDENTS, FaultSpec, Fleet, FleetConfig, scenario
 
 DRILL_INCIDENTS: tuple[str, ...] = tuple(i for i in INCIDENTS if i != "pod-outlier")
@@ -30,6 +31,8 @@ class DrillResult:
     seconds_to_diagnosis: float | None
     onset: float | None
     seed: int
+    intervals_to_diagnosis: float | None = None
+    """Scrape intervals from the first observable symptom to the diagnosis."""
     evidence: tuple[str, ...] = ()
     scope_pods: tuple[str, ...] = ()
     truth_pods: tuple[str, ...] = ()
@@ -43,6 +46,7 @@ class DrillResult:
         return {
             "incident": self.incident, "diagnosed": self.diagnosed, "correct": self.correct,
             "seconds_to_diagnosis": self.seconds_to_diagnosis, "onset": self.onset, "seed": self.seed,
+            "intervals_to_diagnosis": self.intervals_to_diagnosis,
             "evidence": list(self.evidence), "scope_pods": list(self.scope_pods),
             "truth_pods": list(self.truth_pods), "false_pages": self.false_pages,
             "final": self.final, "sim_seconds": self.sim_seconds,
@@ -57,37 +61,63 @@ def run_one(incident: str, seed: int, cfg: FleetConfig | None = None, fault: Fau
     fleet = Fleet(cfg, seed=seed, fault=fault)
     source = SimSource(fleet, interval_s)
     pilot = Autopilot(interval_s=interval_s)
-    onset = fault.at if fault is not None else None
-    end = (onset if onset is not None else 300.0) + after_onset_s
-    first_page: Diagnosis | None = None
-    last: Diagnosis | None = None
-    false_pages = 0
+    planned = fault.at if fault is not None else None
+    end = (planned if planned is not None else 300.0) + after_onset_s
+    alert = _alert_of(pilot, incident)
+    timeline: list[tuple[float, Diagnosis, bool]] = []
     while fleet.now < end - 1e-9:
         pilot.observe(source.collect())
-        last = pilot.step()
-        if not last.pages:
+        diagnosis = pilot.step()
+        symptom = alert is not None and alert.holds(pilot.features[-1].values)
+        timeline.append((fleet.now, diagnosis, symptom))
+        # The scorer (not the autopilot) may look at the truth: stop once the page after onset is in.
+        onset_now = fleet.ground_truth.onset
+        if stop_on_page and diagnosis.pages and onset_now is not None and fleet.now >= onset_now:
+            break
+    return score(fleet.ground_truth.incident if planned is not None else "healthy", fleet.ground_truth.onset,
+                 fleet.ground_truth.pods, timeline, seed, interval_s)
+
+
+def _alert_of(pilot: Autopilot, incident: str) -> Expr | None:
+    rb = pilot.registry.get(incident)
+    return compile_expr(rb.alert) if rb is not None and rb.alert else None
+
+
+def score(expected: str, onset: float | None, truth_pods: tuple[str, ...],
+          timeline: Sequence[tuple[float, Diagnosis, bool]], seed: int, interval_s: float) -> DrillResult:
+    """First page after onset is the answer; pages before onset (or in a healthy run) are false."""
+    false_pages = 0
+    first_page: tuple[float, Diagnosis] | None = None
+    symptom_t: float | None = None
+    for t, d, symptom in timeline:
+        after = onset is not None and t >= onset
+        if after and symptom and symptom_t is None:
+            symptom_t = t
+        if not d.pages:
             continue
-        if onset is None or fleet.now < onset:
+        if not after:
             false_pages += 1
-            continue
-        if first_page is None:
-            first_page = last
-            if stop_on_page:
-                break
-    truth = fleet.ground_truth
-    diagnosed = first_page.incident if first_page is not None else "healthy"
-    expected = truth.incident if onset is not None else "healthy"
-    correct = diagnosed == expected and (onset is not None or false_pages == 0)
-    ttd = None
-    if first_page is not None and correct and truth.onset is not None:
-        ttd = max(0.0, first_page.t - truth.onset)
-    shown = first_page or last
+        elif first_page is None:
+            first_page = (t, d)
+    diagnosed = first_page[1].incident if first_page else "healthy"
+    correct = diagnosed == expected if onset is not None else false_pages == 0
+    ttd = intervals = None
+    if first_page is not None and correct and onset is not None:
+        ttd = max(0.0, first_page[0] - onset)
+        # MTTD counts from the first scrape where the symptom was observable (the runbook's alert
+        # condition held); a diagnosis that beats the symptom counts as 0.
+        start = symptom_t if symptom_t is not None and symptom_t <= first_page[0] else first_page[0]
+        intervals = (first_page[0] - start) / interval_s
+    shown = first_page[1] if first_page else (timeline[-1][1] if timeline else None)
+    last = timeline[-1][1] if timeline else None
+    if onset is None and false_pages:
+        diagnosed = next(d.incident for _, d, _ in timeline if d.pages)
     return DrillResult(
-        incident=expected, diagnosed=diagnosed if onset is not None or false_pages == 0 else "false-page",
-        correct=correct, seconds_to_diagnosis=ttd, onset=truth.onset, seed=seed,
+        incident=expected, diagnosed=diagnosed, correct=correct, seconds_to_diagnosis=ttd,
+        intervals_to_diagnosis=intervals, onset=onset, seed=seed,
         evidence=tuple(e.text for e in (shown.evidence if shown else ())[:3]),
-        scope_pods=shown.scope_pods if shown else (), truth_pods=truth.pods, false_pages=false_pages,
-        sim_seconds=fleet.now, final=last.incident if last else "healthy",
+        scope_pods=shown.scope_pods if shown else (), truth_pods=truth_pods, false_pages=false_pages,
+        sim_seconds=timeline[-1][0] if timeline else 0.0, final=last.incident if last else "healthy",
         diagnosis=shown.to_json() if shown else {},
     )
 

@@ -251,9 +251,13 @@ def _eval(n: Node, env: Mapping[str, Value]) -> Value:
         if left is None or right is None:
             return None
         return (left == right) if op == "==" else (left != right)
-    a, b = _num(left), _num(right)
-    if a is None or b is None:
+    x, y = _num(left), _num(right)
+    if x is None or y is None:
         return None
+    return _arith(op, x, y)
+
+
+def _arith(op: str, a: float, b: float) -> Value:
     if op == "+":
         return a + b
     if op == "-":

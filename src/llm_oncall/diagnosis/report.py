@@ -1,0 +1,62 @@
+"""The report a tired on-call engineer reads: what, where, why, not-what, do now, fix later."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from llm_oncall.diagnosis.engine import Diagnosis
+
+_LABELS = {
+    "en": ("WHAT", "WHERE", "WHY WE THINK SO", "RULED OUT", "DO NOW", "FIX LATER", "ROOT CAUSE", "confidence"),
+    "zh": ("问题", "范围", "依据", "已排除", "立即处理", "长期改进", "根因", "置信度"),
+}
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+def report(d: Diagnosis, lang: str = "en") -> RenderableType:
+    what, where, why, ruled, now, later, cause, conf = _LABELS.get(lang, _LABELS["en"])
+    style = "green" if d.incident == "healthy" else "bold red"
+    head = Text.assemble((f"{d.incident}", style), f"  {conf} {d.confidence:.0%}\n", (d.summary, "bold"))
+    parts: list[RenderableType] = [Panel(head, title=what, title_align="left")]
+    scope = []
+    if d.scope_pods:
+        scope.append(f"pods: {', '.join(d.scope_pods)}")
+    if d.scope_nodes:
+        scope.append(f"nodes: {', '.join(d.scope_nodes)}")
+    if d.scope_revision:
+        scope.append(f"revision: {d.scope_revision}")
+    if scope:
+        parts.append(Text(f"{where}: " + "; ".join(scope)))
+    if d.root_cause:
+        parts.append(Text(f"{cause}: {d.root_cause}"))
+    if d.evidence:
+        t = Table(title=why, title_justify="left", show_lines=False)
+        for col in ("evidence", "value", "baseline", "source"):
+            t.add_column(col, overflow="fold")
+        for e in d.evidence:
+            t.add_row(e.text, _fmt(e.value), _fmt(e.baseline), e.source)
+        parts.append(t)
+    if d.ruled_out:
+        t = Table(title=ruled, title_justify="left")
+        t.add_column("incident")
+        t.add_column("why not", overflow="fold")
+        for r in d.ruled_out:
+            t.add_row(r.incident, r.why)
+        parts.append(t)
+    if d.emergency_actions:
+        lines = [f"{i}. [{a['action']}] {a['text']}" for i, a in enumerate(d.emergency_actions, 1)]
+        parts.append(Panel("\n".join(lines), title=now, title_align="left", border_style="yellow"))
+    if d.long_term:
+        parts.append(Panel("\n".join(f"- ({x['tag']}) {x['text']}" for x in d.long_term), title=later,
+                           title_align="left"))
+    return Group(*parts)
