@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -14,11 +15,39 @@ def parse(page: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for fam in text_string_to_metric_families(page):
         for s in fam.samples:
-            out[s.name] = out.get(s.name, 0.0) + s.value
+            name = s.name
+            if name.endswith("_total") and not any(c.islower() for c in name[:-6]):
+                name = name[:-6]  # the parser appends `_total` to upper-case DCGM counter names
+            out[name] = out.get(name, 0.0) + s.value
             if s.labels:
-                key = s.name + "{" + ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())) + "}"
+                key = name + "{" + ",".join(f"{k}={v}" for k, v in sorted(s.labels.items())) + "}"
                 out[key] = s.value
     return out
+
+
+class Lazy(list[dict[str, Any]]):
+    """Pages are kept as text and parsed on first access: tests read a handful of the scrapes they take."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw: list[Any] = []
+
+    def add(self, raw: Any) -> None:
+        self.raw.append(raw)
+        super().append({})
+
+    def __getitem__(self, i: Any) -> Any:
+        item = super().__getitem__(i)
+        if not item:
+            raw = self.raw[i]
+            item.update(_parse_any(raw))
+        return item
+
+
+def _parse_any(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        return parse(raw)
+    return {k: (parse(v) if isinstance(v, str) else v) for k, v in raw.items()}
 
 
 @dataclass
@@ -27,10 +56,10 @@ class Timeline:
 
     fleet: Fleet
     times: list[float] = field(default_factory=list)
-    pods: list[dict[str, dict[str, float] | None]] = field(default_factory=list)
-    gateway: list[dict[str, float]] = field(default_factory=list)
-    kube: list[dict[str, float]] = field(default_factory=list)
-    dcgm: list[dict[str, dict[str, float]]] = field(default_factory=list)
+    pods: Lazy = field(default_factory=Lazy)
+    gateway: Lazy = field(default_factory=Lazy)
+    kube: Lazy = field(default_factory=Lazy)
+    dcgm: Lazy = field(default_factory=Lazy)
     logs: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
 
     def run(self, until: float, interval: float = 15.0) -> Timeline:
@@ -40,16 +69,15 @@ class Timeline:
             t = min(until, t + interval)
             f.advance(t)
             self.times.append(t)
-            snap: dict[str, dict[str, float] | None] = {}
+            snap: dict[str, str | None] = {}
             for name in f.targets():
-                page = f.render_metrics(name)
-                snap[name] = parse(page) if page is not None else None
+                snap[name] = f.render_metrics(name)
                 for line in f.new_log_lines(name):
                     self.logs.setdefault(name, []).append((t, line))
-            self.pods.append(snap)
-            self.gateway.append(parse(f.render_gateway()))
-            self.kube.append(parse(f.render_kube_state()))
-            self.dcgm.append({n: parse(f.render_dcgm(n)) for n in f.nodes()})
+            self.pods.add(snap)
+            self.gateway.add(f.render_gateway())
+            self.kube.add(f.render_kube_state())
+            self.dcgm.add({n: f.render_dcgm(n) for n in f.nodes()})
         return self
 
     def index(self, t: float) -> int:
@@ -80,13 +108,33 @@ class Timeline:
     def gauge_max(self, metric: str, t: float) -> float:
         return max((d or {}).get(metric, 0.0) for d in self.pods[self.index(t)].values())
 
+    def quantile(self, metric: str, q: float, t0: float, t1: float) -> float:
+        """Fleet-wide histogram quantile (upper bucket bound) of the increase between two scrapes."""
+        a, b = self.pods[self.index(t0)], self.pods[self.index(t1)]
+        counts: dict[float, float] = {}
+        for name, end in b.items():
+            if end is None:
+                continue
+            start = a.get(name) or {}
+            for k, v in end.items():
+                if k.startswith(metric + "_bucket{"):
+                    le = float(k.split("le=")[1].split(",")[0].rstrip("}"))
+                    counts[le] = counts.get(le, 0.0) + v - start.get(k, 0.0)
+        bounds = sorted(counts)
+        total = counts[bounds[-1]]
+        for le in bounds:
+            if counts[le] >= q * total:
+                return le
+        return bounds[-1]
+
     def hit_rate(self, t0: float, t1: float) -> float:
         q = self.fleet_delta("vllm:prefix_cache_queries_total", t0, t1)
         return self.fleet_delta("vllm:prefix_cache_hits_total", t0, t1) / q if q else 0.0
 
-    def gw_delta(self, prefix: str, t0: float, t1: float) -> float:
+    def gw_delta(self, metric: str, t0: float, t1: float) -> float:
+        """Increase of a gateway counter summed over its label sets."""
         a, b = self.gateway[self.index(t0)], self.gateway[self.index(t1)]
-        return sum(v - a.get(k, 0.0) for k, v in b.items() if k.startswith(prefix))
+        return b.get(metric, 0.0) - a.get(metric, 0.0)
 
 
 def run_scenario(incident: str, seed: int = 1, until: float = 300.0, at: float = 150.0,

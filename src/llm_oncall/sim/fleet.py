@@ -63,9 +63,9 @@ class Fleet:
         self._next_log = cfg.log_interval_s
         self._next_gpu = 1.0
         self._endpoints: dict[str, list[Pod]] = {}
+        self._merged: list[Pod] = []
         base = Revision(self._hash(), cfg.vllm_version, "main", cfg.enforce_eager)
         self.revisions.append(base)
-        self.weights[base.name] = 1.0
         for _ in range(cfg.pods):
             lifecycle.create_pod(self, base, warm=True)
         if cfg.long_pool_pods:
@@ -204,9 +204,12 @@ class Fleet:
             fn(max(t, t0))
         lifecycle.advance(self, t0)
         self._endpoints = {}
+        merged: list[Pod] = []
         for p in self.pods:
             if p.in_endpoints(t0):
                 self._endpoints.setdefault(p.revision.name, []).append(p)
+                merged.append(p)
+        self._merged = merged
         for job in self.workload.arrivals(t0, t1, self.offered_rate(t0)):
             self._dispatch(job, job.created)
         retries = self.retries
@@ -233,7 +236,10 @@ class Fleet:
             lifecycle.autoscale(self, t1)
 
     def _pick_revision(self) -> str | None:
+        """Canary weights split traffic by revision; without them every ready pod is one Service pool."""
         eps = self._endpoints
+        if not self.weights:
+            return "" if self._merged else None
         live = [(r, w) for r, w in self.weights.items() if w > 0 and r in eps]
         if not live:
             return next(iter(eps), None)
@@ -262,9 +268,10 @@ class Fleet:
             self.gateway.record(client, "503", "none")
             self._fail(job, t)
             return
-        pod = self.router.pick(self._endpoints[rev], job.chain, job.prompt_len)
+        pool = self._endpoints[rev] if rev else self._merged
+        pod = self.router.pick(pool, job.chain, job.prompt_len)
         if pod is None or not pod.serving():
-            self.gateway.record(client, "502", rev)
+            self.gateway.record(client, "502", pod.revision.name if pod else "none")
             self._fail(job, t)
             return
         self.next_tag += 1
@@ -274,7 +281,7 @@ class Fleet:
             out_len = job.max_tokens  # degenerate loops run to the length limit
         r = Request(tag, t, job.prompt_len, out_len, job.max_tokens, job.chain, job.system_len, job.client, tag)
         if not pod.engine.submit(r):
-            self.gateway.record(client, "503", rev)
+            self.gateway.record(client, "503", pod.revision.name)
             self._fail(job, t)
             return
         self.live[tag] = (job, pod)

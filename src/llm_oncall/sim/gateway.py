@@ -36,6 +36,7 @@ class Gateway:
         self.max_tokens_cap: int | None = None
         self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
         self.retries: defaultdict[str, int] = defaultdict(int)
+        self.received: defaultdict[str, int] = defaultdict(int)
         self.responses: defaultdict[str, int] = defaultdict(int)
         self.format_violations: defaultdict[str, int] = defaultdict(int)
         self.repetition: defaultdict[str, int] = defaultdict(int)
@@ -50,6 +51,7 @@ class Gateway:
             self.limits[client] = TokenBucket(rps, 2.0 * rps)
 
     def admit(self, client: str, t: float, retry: bool) -> bool:
+        self.received[client] += 1
         if retry:
             self.retries[client] += 1
         bucket = self.limits.get(client)
@@ -87,6 +89,9 @@ class Gateway:
                "code and serving revision.", [
                    (f'client="{c}",code="{code}",revision="{r}"', float(n))
                    for (c, code, r), n in sorted(self.requests.items())])
+        family("gateway_requests_received_total", "counter", "Requests received from clients (counted on "
+               "arrival, before any response), by client.",
+               [(f'client="{c}"', float(self.received.get(c, 0))) for c in self.clients])
         family("gateway_retries_total", "counter", "Requests carrying a retry-attempt header, by client.",
                [(f'client="{c}"', float(self.retries.get(c, 0))) for c in self.clients])
         revs = sorted(self.responses)

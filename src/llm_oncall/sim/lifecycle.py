@@ -148,7 +148,6 @@ def _on_ready(fleet: Fleet, pod: Pod, t: float) -> None:
         ro.created.append(create_pod(fleet, ro.new, t=t).name)
     else:
         fleet.observed_generation = fleet.generation
-        fleet.weights = {ro.new.name: 1.0}
         fleet.rollout = None
 
 
@@ -170,13 +169,12 @@ def start_rollout(fleet: Fleet, rev: Revision, t: float, kind: str = "rollout",
         count = max(1, math.ceil(fleet.cfg.pods * canary_weight))
         for _ in range(count):
             ro.created.append(create_pod(fleet, rev, t=t).name)
-        fleet.weights = {**{r: fleet.weights.get(r, 0.0) * (1 - canary_weight) for r in old},
-                         rev.name: canary_weight}
+        share = (1 - canary_weight) / len(old)
+        fleet.weights = {**{r: fleet.weights.get(r, share) for r in old}, rev.name: canary_weight}
         fleet.observed_generation = fleet.generation
         detail = f"canary revision {rev.name} at weight {canary_weight:.2f} (model {rev.model_revision})"
     else:
         ro.created.append(create_pod(fleet, rev, t=t).name)
-        fleet.weights[rev.name] = fleet.weights.get(old[0], 1.0) if old else 1.0
         fleet.observed_generation = fleet.generation
         detail = (f"rolling update to revision {rev.name} (vLLM {rev.vllm_version}, model {rev.model_revision}, "
                   f"enforce_eager={rev.enforce_eager})")

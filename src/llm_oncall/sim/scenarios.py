@@ -25,11 +25,9 @@ def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfi
     elif incident == "retry-storm":
         # a fleet running hot (~75 % of capacity) whose API servers OOM when queues explode
         cfg = dataclasses.replace(cfg, rate_per_pod=9.0, oom_queue_limit=300)
-    elif incident == "healthy":
-        cfg = _confounders(cfg, rng)
     cfg = dataclasses.replace(cfg, **overrides)
     if incident == "healthy":
-        return cfg, None
+        return _confounders(cfg, rng), None
     return cfg, FaultSpec(incident, at, params)
 
 
@@ -43,5 +41,6 @@ def _confounders(cfg: FleetConfig, rng: random.Random) -> FleetConfig:
         return dataclasses.replace(cfg, routine_deploy_at=ONSET_S + rng.uniform(-60, 60))
     if pick == 2:
         return dataclasses.replace(cfg, spikes=(Spike(ONSET_S + rng.uniform(-60, 60), rng.uniform(10, 30), 1.5),))
-    return dataclasses.replace(cfg, diurnal_amplitude=0.4, diurnal_period_s=1800.0,
-                               hpa=HpaConfig(enabled=True, min_replicas=6, max_replicas=12, target_value=40.0))
+    return dataclasses.replace(cfg, diurnal_amplitude=0.3, diurnal_period_s=1800.0,
+                               hpa=HpaConfig(enabled=True, min_replicas=max(2, cfg.pods - 2),
+                                             max_replicas=2 * cfg.pods, target_value=25.0))
