@@ -6,9 +6,9 @@ import math
 import statistics
 
 import pytest
+from tests.sim.conftest import Timeline, run_scenario
 
 from llm_oncall.sim import Fleet, scenario
-from tests.sim.conftest import Timeline, run_scenario
 
 AT = 150.0
 
@@ -78,7 +78,8 @@ def test_retry_storm() -> None:
     ok_base = tl.fleet_delta("vllm:request_success_total", 90, AT) / (AT - 90)
     ok_storm = tl.fleet_delta("vllm:request_success_total", AT + 30, 300) / (300 - AT - 30)
     assert ok_storm <= ok_base * 1.1  # successes do not rise with the load
-    assert tl.gw_delta("gateway_retries_total", AT, 300) > 3 * tl.gw_delta("gateway_requests_received_total", AT, 300) / 4
+    received = tl.gw_delta("gateway_requests_received_total", AT, 300)
+    assert tl.gw_delta("gateway_retries_total", AT, 300) > 0.75 * received  # per-client retry ratio high
     restarted = [k for k, v in tl.kube[-1].items()
                  if k.startswith("kube_pod_container_status_restarts_total{") and v > 0]
     assert len(restarted) >= 2  # the failure spread beyond the first pod
@@ -122,7 +123,7 @@ def test_gpu_ecc(custom_csv: bool) -> None:
     assert xid and xid[0] in (48.0, 94.0)
     assert any(v == 1 for k, v in d.items() if k.startswith("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{"))
     if custom_csv:
-        gpu_key = [k for k in d if k.startswith("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{") and f"pod={bad}" in k][0]
+        gpu_key = next(k for k in d if k.startswith("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{") and f"pod={bad}" in k)
         assert d[gpu_key] >= 1
         sbe_key = gpu_key.replace("DBE", "SBE")
         assert d[sbe_key] > tl.dcgm[tl.index(90)][node][sbe_key]

@@ -76,10 +76,10 @@ class FleetConfig:
     long_pool_pods: int = 0
     rate_limit_rps: float | None = None
     max_tokens_cap: int | None = None
-    hpa: HpaConfig = HpaConfig()
+    hpa: HpaConfig = field(default_factory=HpaConfig)
     dcgm_custom_csv: bool = False
-    engine: EngineConfig = EngineConfig()
-    step: StepModel = StepModel()
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    step: StepModel = field(default_factory=StepModel)
     model_load_s: float = 60.0
     # the API server holds queued requests in host memory; past this queue length the container is OOM-killed
     oom_queue_limit: int | None = None

@@ -199,7 +199,8 @@ def render_engine_page(e: Engine, ctx: PageContext) -> str:
 def _process_block(p: _Page, e: Engine, ctx: PageContext) -> None:
     g = e.h_iter.count // 50
     p.counter("python_gc_objects_collected", "Objects collected during gc", [
-        ('generation="0"', 14678.0 + 37 * g), ('generation="1"', 1943.0 + 3 * g), ('generation="2"', 1308.0)], created=False)
+        ('generation="0"', 14678.0 + 37 * g), ('generation="1"', 1943.0 + 3 * g), ('generation="2"', 1308.0)],
+        created=False)
     p.counter("python_gc_objects_uncollectable", "Uncollectable objects found during GC",
               [(f'generation="{i}"', 0.0) for i in range(3)], created=False)
     p.counter("python_gc_collections", "Number of times this generation was collected", [
@@ -249,7 +250,7 @@ def _rebucket(h: Histogram, bounds: tuple[float, ...]) -> Histogram:
     """V0 used narrower layouts; fold the upper buckets into +Inf."""
     out = Histogram(bounds)
     n = len(bounds)
-    out.counts = h.counts[:n] + [sum(h.counts[n:])]
+    out.counts = [*h.counts[:n], sum(h.counts[n:])]
     out.sum = h.sum
     out.count = h.count
     return out

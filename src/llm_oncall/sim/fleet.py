@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import random
@@ -24,11 +25,11 @@ class Fleet:
     def __init__(self, cfg: FleetConfig, seed: int = 0, fault: FaultSpec | None = None) -> None:
         self.cfg = cfg
         self.seed = seed
-        self.rng = random.Random(seed)
-        self.traffic_rng = random.Random(mix64(seed * 7 + 1))
-        self.route_rng = random.Random(mix64(seed * 7 + 2))
-        self.quality_rng = random.Random(mix64(seed * 7 + 3))
-        self.fault_rng = random.Random(mix64(seed * 7 + 4))
+        self.rng = random.Random(seed)  # noqa: S311 - simulation, not cryptography
+        self.traffic_rng = random.Random(mix64(seed * 7 + 1))  # noqa: S311 - simulation, not cryptography
+        self.route_rng = random.Random(mix64(seed * 7 + 2))  # noqa: S311 - simulation, not cryptography
+        self.quality_rng = random.Random(mix64(seed * 7 + 3))  # noqa: S311 - simulation, not cryptography
+        self.fault_rng = random.Random(mix64(seed * 7 + 4))  # noqa: S311 - simulation, not cryptography
         self.now = 0.0
         self.event_log: list[dict[str, Any]] = []
         self.gpus: dict[str, list[Gpu]] = {}
@@ -64,6 +65,8 @@ class Fleet:
         self._next_gpu = 1.0
         self._endpoints: dict[str, list[Pod]] = {}
         self._merged: list[Pod] = []
+        self._ep_sig: tuple[int | str, ...] = ()
+        self._ep_version = 0
         base = Revision(self._hash(), cfg.vllm_version, "main", cfg.enforce_eager)
         self.revisions.append(base)
         for _ in range(cfg.pods):
@@ -72,8 +75,7 @@ class Fleet:
             for p in self.pods[-cfg.long_pool_pods:]:
                 p.long_pool = True
         if cfg.routine_deploy_at is not None:
-            self.schedule(cfg.routine_deploy_at, lambda t: lifecycle.start_rollout(
-                self, self.new_revision(), t, kind="deploy"))
+            self.schedule(cfg.routine_deploy_at, self._routine_deploy)
         self.workload.prewarm(self.offered_rate(0.0))
         self.fault = fault
         if fault is not None:
@@ -177,12 +179,13 @@ class Fleet:
         alphabet = "bcdfghjklmnpqrstvwxz2456789"
         return "".join(self.rng.choice(alphabet) for _ in range(9))
 
+    def _routine_deploy(self, t: float) -> None:
+        lifecycle.start_rollout(self, self.new_revision(), t, kind="deploy")
+
     def new_revision(self, **changes: Any) -> Revision:
         cur = self.revisions[-1]
-        fields = {"vllm_version": cur.vllm_version, "model_revision": cur.model_revision,
-                  "enforce_eager": cur.enforce_eager}
-        fields.update(changes)
-        rev = Revision(self._hash(), **fields)
+        fields: dict[str, Any] = {"bad_outputs": False, "capture_crash": False, **changes}
+        rev = dataclasses.replace(cur, name=self._hash(), **fields)
         self.revisions.append(rev)
         return rev
 
@@ -210,6 +213,10 @@ class Fleet:
                 self._endpoints.setdefault(p.revision.name, []).append(p)
                 merged.append(p)
         self._merged = merged
+        sig: tuple[int | str, ...] = (*(p.key for p in merged), *self._endpoints)
+        if sig != self._ep_sig:
+            self._ep_sig = sig
+            self._ep_version += 1
         for job in self.workload.arrivals(t0, t1, self.offered_rate(t0)):
             self._dispatch(job, job.created)
         retries = self.retries
@@ -269,7 +276,8 @@ class Fleet:
             self._fail(job, t)
             return
         pool = self._endpoints[rev] if rev else self._merged
-        pod = self.router.pick(pool, job.chain, job.prompt_len)
+        version = self._ep_version * 2 + (0 if rev else 1) if len(self._endpoints) <= 1 else -1
+        pod = self.router.pick(pool, job.chain, job.prompt_len, version)
         if pod is None or not pod.serving():
             self.gateway.record(client, "502", pod.revision.name if pod else "none")
             self._fail(job, t)

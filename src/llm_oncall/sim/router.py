@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 POLICIES = ("round_robin", "random", "least_loaded", "sticky", "length_pools")
 _MASK = (1 << 64) - 1
@@ -40,8 +40,12 @@ class Router:
         self.rng = rng
         self.long_threshold = long_threshold
         self._rr = 0
+        # rendezvous choices are pure functions of (chain, endpoint set): memoise per endpoint-set version
+        self._sticky: dict[int, Any] = {}
+        self._version = -1
 
-    def pick(self, endpoints: Sequence[E], chain: int, prompt_len: int) -> E | None:
+    def pick(self, endpoints: Sequence[E], chain: int, prompt_len: int, version: int = -1) -> E | None:
+        """`version` identifies the endpoint set (changes whenever it does); -1 disables memoisation."""
         if not endpoints:
             return None
         policy = self.policy
@@ -55,6 +59,13 @@ class Router:
             return endpoints[0]
         if policy == "sticky":
             # rendezvous hashing: a session keeps its pod, and a scale event only moves 1/N of sessions
+            if version >= 0:
+                if version != self._version:
+                    self._sticky.clear()
+                    self._version = version
+                hit: E | None = self._sticky.get(chain)
+                if hit is not None:
+                    return hit
             h = mix64(chain)
             best = endpoints[0]
             best_score = -1
@@ -62,6 +73,10 @@ class Router:
                 s = mix64(h ^ e.key)
                 if s > best_score:
                     best, best_score = e, s
+            if version >= 0:
+                if len(self._sticky) > 200_000:
+                    self._sticky.clear()
+                self._sticky[chain] = best
             return best
         if policy == "random":
             return endpoints[self.rng.randrange(len(endpoints))]

@@ -16,7 +16,7 @@ def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfi
     """`overrides` may set any FleetConfig field, plus `at` (onset) and `params` (fault parameters)."""
     if incident != "healthy" and incident not in INCIDENTS:
         raise ValueError(f"unknown incident {incident!r}")
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - simulation, not cryptography
     at = float(overrides.pop("at", ONSET_S + rng.uniform(-30.0, 30.0)))
     params: dict[str, Any] = dict(overrides.pop("params", {}))
     cfg = FleetConfig(pods=8, rate_per_pod=8.0, dcgm_custom_csv=True)
