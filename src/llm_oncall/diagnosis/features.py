@@ -54,6 +54,7 @@ SOURCES: dict[str, str] = {
     "error_share": "5xx + error + abort share of requests",
     "hit_rate": "sum(rate(vllm:prefix_cache_hits_total[1m])) / sum(rate(vllm:prefix_cache_queries_total[1m]))",
     "hit_rate_baseline": "median prefix hit rate over the preceding snapshots",
+    "prefix_queries_per_s": "sum(rate(vllm:prefix_cache_queries_total[1m])) (tokens looked up per second)",
     "prompt_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:request_prompt_tokens_bucket[1m])))",
     "prompt_mean": "rate(vllm:prompt_tokens_total) / rate(vllm:request_success_total)",
     "prompt_shift": "max(prompt p99 ratio, prompt mean ratio) vs baseline",
@@ -109,6 +110,11 @@ def arrival_rate(snap: Snapshot, prev: Snapshot | None) -> float | None:
 def _prompt_mean(snap: Snapshot) -> float | None:
     f = snap.fleet
     return _ratio(f.prompt_tokens_per_s, f.requests_per_s, 1e-6)
+
+
+def _prefix_queries(snap: Snapshot) -> float | None:
+    vals = [p.prefix_queries_per_s for p in snap.pods if p.up and p.prefix_queries_per_s is not None]
+    return sum(vals) if vals else None
 
 
 def _stalled(p: PodSnapshot, interval: float) -> bool:
@@ -185,7 +191,9 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     retries = _sum_extra(snap, "gateway_retries_total")
     v["retry_share"] = _ratio(retries, gw_total) if retries is not None else None
 
-    # Prefix cache.
+    # Prefix cache: a hit rate only means something over enough looked-up tokens.
+    v["prefix_queries_per_s"] = _prefix_queries(snap)
+    v["prefix_queries_ratio"] = _ratio(v["prefix_queries_per_s"], _median(_prefix_queries(s) for s in base))
     v["hit_rate"] = f.prefix_hit_rate
     base_hit = _median(s.fleet.prefix_hit_rate for s in base)
     v["hit_rate_baseline"] = base_hit

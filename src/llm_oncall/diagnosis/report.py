@@ -44,19 +44,20 @@ def report(d: Diagnosis, lang: str = "en") -> RenderableType:
         for col in ("evidence", "value", "baseline", "source"):
             t.add_column(col, overflow="fold")
         for e in d.evidence:
-            t.add_row(e.text, _fmt(e.value), _fmt(e.baseline), e.source)
+            t.add_row(Text(e.text), _fmt(e.value), _fmt(e.baseline), Text(e.source))
         parts.append(t)
     if d.ruled_out:
         t = Table(title=ruled, title_justify="left")
         t.add_column("incident")
         t.add_column("why not", overflow="fold")
         for r in d.ruled_out:
-            t.add_row(r.incident, r.why)
+            t.add_row(r.incident, Text(r.why))
         parts.append(t)
     if d.emergency_actions:
+        # Text, not markup: "[scale_out]" would otherwise be read as a Rich style tag and vanish.
         lines = [f"{i}. [{a['action']}] {a['text']}" for i, a in enumerate(d.emergency_actions, 1)]
-        parts.append(Panel("\n".join(lines), title=now, title_align="left", border_style="yellow"))
+        parts.append(Panel(Text("\n".join(lines)), title=now, title_align="left", border_style="yellow"))
     if d.long_term:
-        parts.append(Panel("\n".join(f"- ({x['tag']}) {x['text']}" for x in d.long_term), title=later,
+        parts.append(Panel(Text("\n".join(f"- ({x['tag']}) {x['text']}" for x in d.long_term)), title=later,
                            title_align="left"))
     return Group(*parts)

@@ -14,8 +14,8 @@ def scoreboard(results: Sequence[DrillResult], seed: int | None = None) -> Table
     correct = sum(r.correct for r in results)
     title = f"Drill scoreboard: {correct}/{len(results)} correct" + (f" (seed {seed})" if seed is not None else "")
     t = Table(title=title, title_justify="left")
-    t.add_column("injected")
-    t.add_column("diagnosed as")
+    t.add_column("injected", no_wrap=True)
+    t.add_column("diagnosed as", no_wrap=True)
     t.add_column("", justify="center")
     t.add_column("onset → diagnosis", justify="right")
     t.add_column("intervals", justify="right")
@@ -27,5 +27,5 @@ def scoreboard(results: Sequence[DrillResult], seed: int | None = None) -> Table
         evidence = "; ".join(r.evidence[:2]) or ("no page" if r.diagnosed == "healthy" else "")
         if r.false_pages:
             evidence = f"{r.false_pages} false page(s) before onset; " + evidence
-        t.add_row(r.incident, r.diagnosed, mark, ttd, iv, evidence)
+        t.add_row(r.incident, r.diagnosed, mark, ttd, iv, Text(evidence))
     return t

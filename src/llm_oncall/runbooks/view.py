@@ -33,10 +33,10 @@ def runbook_view(rb: Runbook, lang: str = "en") -> RenderableType:
             checks.add_row(ch.name, how, ch.meaning.get(lang))
         parts.append(checks)
     if rb.emergency:
-        parts.append(Panel("\n".join(f"- [{a.action}] {a.text.get(lang)} {a.params or ''}" for a in rb.emergency),
+        parts.append(Panel(Text("\n".join(f"- [{a.action}] {a.text.get(lang)} {a.params or ''}" for a in rb.emergency)),
                            title="Emergency fix", title_align="left", border_style="yellow"))
     if rb.long_term:
-        parts.append(Panel("\n".join(f"- ({x.tag}) {x.text.get(lang)}" for x in rb.long_term),
+        parts.append(Panel(Text("\n".join(f"- ({x.tag}) {x.text.get(lang)}" for x in rb.long_term)),
                            title="Long term", title_align="left"))
     if rb.look_alikes:
         parts.append(Text("Look-alikes: " + "; ".join(f"{la.incident} ({la.why.get(lang)})" for la in rb.look_alikes)))

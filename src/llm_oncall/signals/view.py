@@ -67,6 +67,6 @@ def snapshot_table(snap: Snapshot) -> RenderableType:
         ev.add_column("kind")
         ev.add_column("detail")
         for e in snap.events[-10:]:
-            ev.add_row(f"{e.t:.0f}", e.kind, e.detail)
+            ev.add_row(f"{e.t:.0f}", e.kind, Text(e.detail))
         parts.append(ev)
     return Group(*parts)
