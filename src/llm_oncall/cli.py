@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from llm_oncall import cli_evidence
 from llm_oncall.diagnosis.autopilot import Autopilot
@@ -38,7 +39,7 @@ err_console = Console(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
+    err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -154,7 +155,7 @@ def diagnose(
         raise fail(str(exc)) from exc
     store = pilot.store
     for problem in store.problems[:20]:
-        err_console.print(f"[yellow]warning:[/yellow] {problem}")
+        err_console.print(Text.assemble(("warning:", "yellow"), " ", problem), soft_wrap=True)
     if store.latest_time() is None or not any(t.kind == "vllm" for t in store.targets.values()):
         raise fail("no vLLM telemetry found")
     snap = pilot.snapshots[-1] if pilot.snapshots else store.snapshot(window_s=window)
