@@ -98,7 +98,10 @@ class ReplaySource:
             raise BundleError(f"{root}: not a directory")
         self.root = root
         self.meta = self._read_meta()
-        self.interval_s = float(self.meta.get("interval") or 15.0)
+        try:
+            self.interval_s = float(self.meta.get("interval") or 15.0)
+        except (TypeError, ValueError):
+            self.interval_s = math.nan
         if not math.isfinite(self.interval_s) or self.interval_s <= 0:
             raise BundleError(f"{root / BUNDLE_FILE}: interval must be a positive number")
         self._done = False
@@ -113,6 +116,9 @@ class ReplaySource:
             raise BundleError(f"{path}: not valid JSON ({exc})") from exc
         if not isinstance(meta, dict):
             raise BundleError(f"{path}: expected a JSON object")
+        for key in ("targets", "labels", "kinds"):
+            if key in meta and not isinstance(meta[key], dict):
+                raise BundleError(f"{path}: {key!r} must be an object keyed by target name")
         return meta
 
     def _target(self, name: str, kind: str) -> Target:
