@@ -126,6 +126,10 @@ class GoldenProber:
             self.errors.labels(pod, revision).inc()
             return Outcome(pod, revision, prompt, None, None, error or "no answer")
         ref = self.refs.get(model, {}).get(prompt)
+        if ref is None and self.refs:
+            # Checking, but nothing to compare with: an error, never a silent pass.
+            self.errors.labels(pod, revision).inc()
+            return Outcome(pod, revision, prompt, answer, None, f"no reference for model {model!r}")
         self.requests.labels(pod, revision).inc()
         if ref is None:
             return Outcome(pod, revision, prompt, answer, None)
