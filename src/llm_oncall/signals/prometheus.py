@@ -48,6 +48,9 @@ def name_regex(signals: Iterable[Signal]) -> str:
     return "|".join(sorted(re.escape(n) for n in names))
 
 
+_PROMQL_AGG = {"sum": "sum", "max": "max", "mean": "avg"}
+
+
 def promql(sig: Signal, selector: str = "", by: str = "pod", window: str = "5m") -> str:
     """The version-robust expression for one signal: every spelling, `or`-chained."""
     sel = validate_selector(selector) if selector else ""
@@ -62,7 +65,7 @@ def promql(sig: Signal, selector: str = "", by: str = "pod", window: str = "5m")
                 bucket = f'{{__name__="{name}_bucket"{"," + matchers if matchers else ""}}}'
                 parts.append(f"histogram_quantile(0.99, sum by ({by}, le) (rate({bucket}[{window}])))")
             else:
-                parts.append(f"{sig.agg.value} by ({by}) ({vec})")
+                parts.append(f"{_PROMQL_AGG[sig.agg.value]} by ({by}) ({vec})")
     return "\n  or ".join(parts)
 
 
@@ -148,15 +151,28 @@ class PrometheusSource:
                     continue
                 page.samples.setdefault(name, []).append(Sample(name, sample_labels, v))
         down: dict[str, set[float]] = defaultdict(set)
+        down_labels: dict[str, dict[str, str]] = {}
         for s in up:
             metric = {str(k): str(v) for k, v in s.get("metric", {}).items()}
             tname = _target_name(metric, "vllm")
-            if tname is None:
+            if tname is None or not valid_name(tname):
                 continue
+            down_labels.setdefault(tname, _target_labels(metric))
             for ts, value in s.get("values", []):
                 if value == "0":
                     down[tname].add(float(ts))
         batch = Batch(problems=problems)
+        # A target that was down for the whole window left no series, only `up == 0`: it is a
+        # pod we cannot see (crash-looping, never Ready), not a pod that does not exist.  Count
+        # it when it belongs to the selected targets or to a job whose other targets are vLLM.
+        seen = {tname for tname, _ in pages}
+        vllm_jobs = {labels_of.get(tname, {}).get("job") for tname, kind in pages if kind == "vllm"}
+        for tname in sorted(set(down) - seen):
+            labels = down_labels.get(tname, {})
+            if self.selector or labels.get("job") in vllm_jobs:
+                target = Target(tname, None, "vllm", labels)
+                batch.observations.extend(Observation(target, ts, None, "up == 0 in Prometheus")
+                                          for ts in sorted(down[tname]))
         for (tname, kind), by_t in pages.items():
             target = Target(tname, None, kind, labels_of.get(tname, {}))
             times = sorted(set(by_t) | down.get(tname, set()))

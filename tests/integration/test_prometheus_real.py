@@ -1,0 +1,275 @@
+"""A real Prometheus scraping local exporters: the Prometheus source and a direct scrape agree.
+
+Three exporters speak vLLM 0.32 names: two serve the classic text format (colons kept, as
+real vLLM does); one is prometheus_client's own `start_http_server`, which answers
+Prometheus' OpenMetrics Accept header with underscore-escaped names (`vllm_…`) while a
+direct scrape asking for text/plain still gets the colons.  A fourth target never answers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import generate_latest, start_http_server
+
+from llm_oncall.signals.catalog import BY_KEY, SIGNALS
+from llm_oncall.signals.prometheus import PrometheusSource, promql
+from llm_oncall.signals.scrape import ScrapeSource
+from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
+from llm_oncall.signals.source import Target
+from llm_oncall.signals.store import Store
+from signals.pages import Engine
+
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prometheus")]
+
+PROMETHEUS = shutil.which("prometheus")
+DRIVE_S = 9.0
+WINDOW_S = 6.0
+TICK_S = 0.25
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def _wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+
+
+class _TextExporter:
+    """The classic text format whatever the Accept header (names keep their colons, like vLLM)."""
+
+    def __init__(self, engine: Engine) -> None:
+        registry = engine.registry
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = generate_latest(registry)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+@dataclass
+class Pod:
+    name: str
+    engine: Engine
+    port: int
+    preempt: int
+    finished: int
+    fast: int
+    slow: int
+
+
+@dataclass
+class Fleet:
+    pods: list[Pod]
+    dead_port: int
+    prometheus_url: str
+    scrape_store: Store
+    end: float
+
+
+def _prometheus(tmp: Path, targets: dict[str, int]) -> Iterator[str]:
+    if PROMETHEUS is None:
+        if os.environ.get("CI"):
+            pytest.fail("the prometheus binary is missing (Debian package `prometheus`) and CI is set")
+        pytest.skip("the prometheus binary is not installed (apt-get install prometheus)")
+    port = _free_port()
+    static = "\n".join(f'      - targets: ["127.0.0.1:{p}"]\n        labels: {{pod: "{name}"}}'
+                       for name, p in targets.items())
+    config = tmp / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 800ms\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: vllm\n    static_configs:\n{static}\n")
+    log = (tmp / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"prometheus exited with {proc.returncode}: "
+                                     f"{(tmp / 'prometheus.log').read_text()[-2000:]}")
+            try:
+                return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait_for(ready, 30, "Prometheus to be ready")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    tmp = tmp_path_factory.mktemp("prometheus")
+    engines = {
+        "pod-a": (Engine("vllm-0.32", model="llama").set(running=5, waiting=2, kv=0.41), 1, 5, 9, 1),
+        "pod-b": (Engine("vllm-0.32", model="llama").set(running=8, waiting=13, kv=0.93), 3, 4, 6, 4),
+        "pod-c": (Engine("vllm-0.32", model="llama").set(running=2, waiting=0, kv=0.12), 0, 2, 18, 2),
+    }
+    closers: list[Callable[[], None]] = []
+    pods: list[Pod] = []
+    for name, (engine, preempt, finished, fast, slow) in engines.items():
+        if name == "pod-c":
+            server, thread = start_http_server(0, addr="127.0.0.1", registry=engine.registry)
+            port = server.server_address[1]
+
+            def close(server: Any = server, thread: threading.Thread = thread) -> None:
+                server.shutdown()
+                server.server_close()
+                thread.join(timeout=5)
+
+            closers.append(close)
+        else:
+            exporter = _TextExporter(engine)
+            port = exporter.port
+            closers.append(exporter.close)
+        pods.append(Pod(name, engine, port, preempt, finished, fast, slow))
+    dead_port = _free_port()
+    stop = threading.Event()
+
+    def drive() -> None:
+        while not stop.is_set():
+            for p in pods:
+                p.engine.preempt(p.preempt).finish("stop", p.finished).tokens(40 * p.finished, 20 * p.finished)
+                p.engine.observe("ttft", 0.05, p.fast).observe("ttft", 0.7, p.slow).step(4)
+            stop.wait(TICK_S)
+
+    prom = _prometheus(tmp, {**{p.name: p.port for p in pods}, "pod-dead": dead_port})
+    try:
+        url = next(prom)
+        driver = threading.Thread(target=drive, daemon=True)
+        driver.start()
+        targets = [Target(p.name, f"http://127.0.0.1:{p.port}/metrics") for p in pods]
+        targets.append(Target("pod-dead", f"http://127.0.0.1:{dead_port}/metrics"))
+        scraper = ScrapeSource(targets, timeout_s=1.0)
+        store = Store(interval_s=1.0)
+        started = time.monotonic()
+        while time.monotonic() - started < DRIVE_S:
+            tick = time.monotonic()
+            store.add(scraper.collect())
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        end = store.latest_time()
+        assert end is not None
+        yield Fleet(pods, dead_port, url, store, end)
+        stop.set()
+        driver.join(timeout=5)
+    finally:
+        stop.set()
+        for close in closers:
+            close()
+        prom.close()  # runs the finalizer: Prometheus is terminated
+
+
+def _prom_snapshot(fleet: Fleet) -> Snapshot:
+    source = PrometheusSource(fleet.prometheus_url, 'job="vllm"', window_s=WINDOW_S + 3, step_s=1.0,
+                              clock=lambda: fleet.end)
+    store = Store(interval_s=1.0)
+    store.add(source.collect())
+    return store.snapshot(window_s=WINDOW_S)
+
+
+def _pod(snap: Snapshot, name: str) -> PodSnapshot:
+    pod = snap.pod(name)
+    assert pod is not None, f"{name} missing from {[p.name for p in snap.pods]}"
+    return pod
+
+
+def test_prometheus_stored_escaped_names_for_the_negotiating_exporter(fleet: Fleet) -> None:
+    source = PrometheusSource(fleet.prometheus_url)
+    escaped = source.query('vllm_num_requests_running{job="vllm"}')
+    colon = source.query('{__name__="vllm:num_requests_running",job="vllm"}')
+    assert {r["metric"]["pod"] for r in escaped} == {"pod-c"}
+    assert {r["metric"]["pod"] for r in colon} == {"pod-a", "pod-b"}
+
+
+def test_prometheus_source_matches_direct_scrape(fleet: Fleet) -> None:
+    direct = fleet.scrape_store.snapshot(window_s=WINDOW_S)
+    via_prometheus = _prom_snapshot(fleet)
+    for p in fleet.pods:
+        a, b = _pod(direct, p.name), _pod(via_prometheus, p.name)
+        assert a.up and b.up, p.name
+        assert (a.running, a.waiting, a.kv_usage) == (b.running, b.waiting, b.kv_usage), p.name
+        assert a.model_name == b.model_name == "llama"
+        per_s = 1 / TICK_S
+        for field, expected in (("preemptions_per_s", p.preempt * per_s), ("requests_per_s", p.finished * per_s),
+                                ("generation_tokens_per_s", 20 * p.finished * per_s)):
+            got_direct, got_prom = getattr(a, field), getattr(b, field)
+            # the driver's ticks drift a little on a busy machine: within 20% of the nominal rate,
+            # and the two sources within 15% of each other
+            assert got_direct == pytest.approx(expected, rel=0.2), (p.name, field, "direct")
+            assert got_prom == pytest.approx(expected, rel=0.2), (p.name, field, "prometheus")
+            assert got_prom == pytest.approx(got_direct, rel=0.15), (p.name, field)
+        assert a.ttft_p99 is not None and b.ttft_p99 is not None
+        assert b.ttft_p99 == pytest.approx(a.ttft_p99, rel=0.05), p.name
+        assert a.restarts == b.restarts == 0
+    assert direct.fleet.ttft_p99 == pytest.approx(via_prometheus.fleet.ttft_p99, rel=0.05)
+    assert direct.fleet.running == via_prometheus.fleet.running == 15
+    assert direct.fleet.kv_usage_max == via_prometheus.fleet.kv_usage_max == 0.93
+
+
+def test_dead_target_is_down_in_both_sources(fleet: Fleet) -> None:
+    for snap in (fleet.scrape_store.snapshot(window_s=WINDOW_S), _prom_snapshot(fleet)):
+        dead = _pod(snap, "pod-dead")
+        assert not dead.up and dead.running is None and dead.preemptions_per_s is None
+        assert (snap.fleet.pods_total, snap.fleet.pods_up) == (4, 3)
+
+
+def test_every_catalog_promql_is_accepted_by_prometheus(fleet: Fleet) -> None:
+    source = PrometheusSource(fleet.prometheus_url)
+    for sig in SIGNALS:
+        for selector in ("", 'job="vllm",pod=~"pod-.*"'):
+            source.query(promql(sig, selector))  # raises PrometheusError unless status is success
+    running = {r["metric"]["pod"]: float(r["value"][1]) for r in source.query(promql(BY_KEY["running"]))}
+    assert running == {"pod-a": 5.0, "pod-b": 8.0, "pod-c": 2.0}  # colon and escaped names alike
+    rates = {r["metric"]["pod"]: float(r["value"][1])
+             for r in source.query(promql(BY_KEY["preemptions"], window="5s"))}
+    assert set(rates) == {"pod-a", "pod-b", "pod-c"} and rates["pod-c"] == 0.0 and rates["pod-b"] > rates["pod-a"] > 0
+    p99 = {r["metric"]["pod"]: float(r["value"][1]) for r in source.query(promql(BY_KEY["ttft"], window="5s"))}
+    assert set(p99) == {"pod-a", "pod-b", "pod-c"} and all(0.5 < v <= 0.75 for v in p99.values())
