@@ -47,7 +47,7 @@ SOURCES: dict[str, str] = {
     "kv_median": "quantile(0.5, vllm:kv_cache_usage_perc)",
     "preemptions_per_s": "sum(rate(vllm:num_preemptions_total[1m]))",
     "finished_rate": "sum(rate(vllm:request_success_total[1m]))",
-    "arrival_rate": "sum(rate(gateway_requests_total[1m])) or finished + Δ(running+waiting)/Δt",
+    "arrival_rate": "sum(rate(gateway_requests_received_total[1m])) or finished + Δ(running+waiting)/Δt",
     "arrival_rate_ratio": "arrival rate now / its median over the preceding snapshots",
     "success_rate": 'sum(rate(vllm:request_success_total{finished_reason=~"stop|length"}[1m]))',
     "success_ratio": "success rate now / its baseline",
@@ -92,8 +92,12 @@ def _sum_extra(snap: Snapshot, name: str, **match: str) -> float | None:
 
 
 def arrival_rate(snap: Snapshot, prev: Snapshot | None) -> float | None:
-    """Requests arriving per second: the gateway's count, else finished + queue growth."""
-    gw = _sum_extra(snap, "gateway_requests_total")
+    """Requests arriving per second: the gateway's arrival count, else finished + queue growth."""
+    # Status-code counters move only when a response is sent; a storm of hanging requests shows
+    # on the arrival counter first.
+    gw = _sum_extra(snap, "gateway_requests_received_total")
+    if gw is None:
+        gw = _sum_extra(snap, "gateway_requests_total")
     if gw is not None:
         return gw
     f = snap.fleet
@@ -189,7 +193,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     else:
         v["error_share"] = None
     retries = _sum_extra(snap, "gateway_retries_total")
-    v["retry_share"] = _ratio(retries, gw_total) if retries is not None else None
+    v["retry_share"] = _ratio(retries, arrivals) if retries is not None else None
 
     # Prefix cache: a hit rate only means something over enough looked-up tokens.
     v["prefix_queries_per_s"] = _prefix_queries(snap)

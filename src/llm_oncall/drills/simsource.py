@@ -12,8 +12,12 @@ from llm_oncall.sim import Fleet
 
 
 class SimSource:
-    def __init__(self, fleet: Fleet, interval_s: float = 15.0, keep_text: bool = False) -> None:
+    def __init__(self, fleet: Fleet, interval_s: float = 15.0, keep_text: bool = False,
+                 cluster_events: bool = True) -> None:
+        """`cluster_events=False` hides the event feed, as through a Prometheus that only has
+        kube-state-metrics: changes are then derived from its series."""
         self.fleet = fleet
+        self.cluster_events = cluster_events
         self.interval_s = interval_s
         self.keep_text = keep_text
         self._events_seen = 0
@@ -43,7 +47,7 @@ class SimSource:
         batch.observations.append(self._observe(Target("gateway", None, "gateway"), fleet.render_gateway(), t))
         batch.observations.append(self._observe(Target("kube-state-metrics", None, "kube"),
                                                 fleet.render_kube_state(), t))
-        events = fleet.events()
+        events = fleet.events() if self.cluster_events else []
         for e in events[self._events_seen:]:
             try:
                 batch.events.append(Event.from_json(e))

@@ -92,11 +92,14 @@ def prefix_cache_drop(fleet: Fleet, at: float, p: Params, rng: random.Random) ->
 def retry_storm(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
     timeout = float(p.get("timeout_s", 10.0))
     wl = fleet.workload
-    for i, spec in enumerate(wl.specs):
-        if spec.kind == "chat":
-            wl.specs[i] = replace(spec, retry="immediate", timeout_s=timeout)
 
     def onset(t: float) -> None:
+        # The chat clients' aggressive policy (short timeout, immediate unbounded retries) is what
+        # turns one OOM kill into a fleet-wide storm; it is armed at the trigger so that the
+        # warm-up before onset is a healthy baseline rather than a storm of its own.
+        for i, spec in enumerate(wl.specs):
+            if spec.kind == "chat":
+                wl.specs[i] = replace(spec, retry="immediate", timeout_s=timeout)
         pod = _pick_pod(fleet, p, rng)
         lifecycle.crash(fleet, pod, t, "OOMKilled", oom=True)
         _truth(fleet, "retry-storm", at, [pod])
