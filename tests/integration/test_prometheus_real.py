@@ -241,10 +241,10 @@ def test_prometheus_source_matches_direct_scrape(fleet: Fleet) -> None:
         for field, expected in (("preemptions_per_s", p.preempt * per_s), ("requests_per_s", p.finished * per_s),
                                 ("generation_tokens_per_s", 20 * p.finished * per_s)):
             got_direct, got_prom = getattr(a, field), getattr(b, field)
-            # the driver's ticks drift a little on a busy machine: within 20% of the nominal rate,
+            # the driver's ticks drift on a busy machine: within 35% of the nominal rate,
             # and the two sources within 15% of each other
-            assert got_direct == pytest.approx(expected, rel=0.2), (p.name, field, "direct")
-            assert got_prom == pytest.approx(expected, rel=0.2), (p.name, field, "prometheus")
+            assert got_direct == pytest.approx(expected, rel=0.35), (p.name, field, "direct")
+            assert got_prom == pytest.approx(expected, rel=0.35), (p.name, field, "prometheus")
             assert got_prom == pytest.approx(got_direct, rel=0.15), (p.name, field)
         assert a.ttft_p99 is not None and b.ttft_p99 is not None
         assert b.ttft_p99 == pytest.approx(a.ttft_p99, rel=0.05), p.name

@@ -109,7 +109,7 @@ _FRAGMENTS = st.sampled_from([
 ])
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=150)
 @given(st.one_of(st.text(), st.lists(_FRAGMENTS, max_size=60).map("".join),
                  st.binary(max_size=2000).map(lambda b: b.decode("utf-8", errors="replace"))))
 def test_parse_never_raises_on_arbitrary_text(text: str) -> None:
@@ -140,7 +140,7 @@ def mutated_page(draw: st.DrawFn) -> str:
     return bytes(data).decode("utf-8", errors="replace")
 
 
-@settings(deadline=None, max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=50, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_page())
 def test_parse_never_raises_on_mutated_real_pages(text: str) -> None:
     full = parse(text)
@@ -211,7 +211,7 @@ def registries(draw: st.DrawFn, negative_buckets: bool = True) -> CollectorRegis
     return registry
 
 
-@settings(deadline=None, max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(registries())
 def test_text_format_agrees_with_prometheus_client(registry: CollectorRegistry) -> None:
     text = generate_latest(registry).decode()
@@ -224,7 +224,7 @@ def test_text_format_agrees_with_prometheus_client(registry: CollectorRegistry) 
     assert ours(parse(text, wanted)) == {k: v for k, v in ours(page).items() if k[0] in wanted}
 
 
-@settings(deadline=None, max_examples=50, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 @given(registries(negative_buckets=False))
 def test_openmetrics_agrees_with_prometheus_client(registry: CollectorRegistry) -> None:
     text = om.generate_latest(registry, escaping="allow-utf-8").decode()
