@@ -31,6 +31,8 @@ from llm_oncall.signals.exposition import Page
 from llm_oncall.signals.series import Scrape, gauge, resolve
 from llm_oncall.signals.snapshot import progress_value
 
+_EPS = 1e-6  # slot times are sums of floats: 2.0 may come out as 1.9999999999
+
 OK, IDLE, STALLED, UNREACHABLE, STARTING = "ok", "idle", "stalled", "unreachable", "starting"
 STATUSES: tuple[str, ...] = (OK, IDLE, STALLED, UNREACHABLE, STARTING)
 """Every status `/livez` can report; only `stalled` and an expired `unreachable` fail it."""
@@ -126,6 +128,7 @@ class LivenessTracker:
         self.stalled_when_lost = False
         self.last_error = None
         self.last_ok_t = t
+        was_idle = self._idle()
         self.running = gauge(page, BY_KEY["running"])
         self.waiting = gauge(page, BY_KEY["waiting"])
         metric = _progress_metric(page)
@@ -138,7 +141,8 @@ class LivenessTracker:
         )
         if restarted:
             self.restarts += 1
-        if self.moved_t is None or restarted or value != self.value or self._idle():
+        if self.moved_t is None or restarted or value != self.value or self._idle() or was_idle:
+            # Work that arrived after the last idle scrape is owed a full stall period from now.
             self.moved_t = t
         self.metric, self.value, self.process_start = metric, value, start
         return self.status(t)
@@ -160,7 +164,7 @@ class LivenessTracker:
     def _stalled(self) -> bool:
         flat = self._flat_for()
         return (flat is not None and self.value is not None and not self._idle()
-                and flat >= self.cfg.stall_s)
+                and flat >= self.cfg.stall_s - _EPS)
 
     def status(self, now: float) -> Verdict:
         cfg = self.cfg
@@ -188,7 +192,7 @@ class LivenessTracker:
             return verdict(IDLE, True, "no running or waiting requests")
         if self.value is None:
             return verdict(OK, True, "page has no progress counter; cannot judge a stall")
-        if flat is not None and flat >= cfg.stall_s:
+        if flat is not None and flat >= cfg.stall_s - _EPS:
             return verdict(STALLED, False, f"{self.metric} flat for {flat:.0f}s with "
                            f"{self.running or 0:.0f} running and {self.waiting or 0:.0f} waiting")
         return verdict(OK, True, "engine stepping" if flat == 0 else f"no step for {flat:.0f}s (< stall)")

@@ -8,6 +8,7 @@ connection, a non-200 answer or a page without engine metrics are all "scrape fa
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -155,7 +156,8 @@ class LivenessSidecar:
         with self.lock:
             return self.tracker.status(self.clock())
 
-    def scrape_once(self) -> Verdict:
+    def scrape_once(self, t: float | None = None) -> Verdict:
+        """Scrape now; `t` is the scrape's time (default: now)."""
         error: str | None = None
         page = None
         try:
@@ -163,16 +165,18 @@ class LivenessSidecar:
         except Exception as exc:  # any failure to get a page is "unreachable", never a crash
             error = f"{type(exc).__name__}: {exc}"[:200]
         with self.lock:
-            return self.tracker.observe(self.clock(), page, error)
+            return self.tracker.observe(self.clock() if t is None else t, page, error)
 
     def _scrape_loop(self) -> None:
         next_at = self.clock()
         while not self.stopping.is_set():
-            self.scrape_once()
+            # Stamped with its slot, not its completion: flat times are exact multiples of the
+            # interval, so a freeze fails the probe within stall + one interval.
+            self.scrape_once(next_at)
             next_at += self.interval_s
             now = self.clock()
-            if next_at < now:  # a slow scrape: skip the missed slots rather than bunching up
-                next_at = now
+            if next_at < now:  # a slow scrape: skip the missed slots, keep the cadence
+                next_at += math.ceil((now - next_at) / self.interval_s) * self.interval_s
             self.stopping.wait(max(0.0, next_at - now))
 
     def start(self) -> LivenessSidecar:
