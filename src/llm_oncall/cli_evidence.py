@@ -65,8 +65,9 @@ def key_facts(f: Finding, n: int = 4) -> str:
 
 def render_table(findings: list[Finding]) -> Table:
     table = Table(title="evidence", show_lines=True)
+    # Ids (kind, hint) never wrap, so they stay greppable in a narrow terminal; the rest folds.
     for col in ("file", "kind", "benign", "hint", "confidence", "key facts"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, overflow="fold", no_wrap=col in ("kind", "hint"))
     for f in findings:
         table.add_row(
             f.file,
