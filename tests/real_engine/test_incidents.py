@@ -1,0 +1,395 @@
+"""Incidents reproduced on a real vLLM CPU server, diagnosed live and from a capture bundle.
+
+Each test drives bounded load on 127.0.0.1, scrapes the server through the product's own scrape source and
+autopilot (the code path of ``llm-oncall diagnose --target``), and records the scrape at which the diagnosis
+first names the incident. Measured numbers are printed (``pytest -s``) and summarised in docs/real-engine.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
+
+from llm_oncall.cli import app
+from llm_oncall.diagnosis.autopilot import Autopilot
+from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.signals.scrape import ScrapeSource
+from llm_oncall.signals.source import Target
+from llm_oncall.sim import Fleet, FleetConfig
+
+from .vllm_env import VllmServer, sample_sums
+
+pytestmark = pytest.mark.real_engine
+
+INTERVAL = 2.0
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV = "vllm:kv_cache_usage_perc"
+GEN = "vllm:generation_tokens_total"
+STEPS = "vllm:iteration_tokens_total_count"
+PREEMPT = "vllm:num_preemptions_total"
+SHORT_PROMPT = "the water is long and"  # 5 tokens
+LONG_PROMPT = " ".join(["the water is long and people find the way"] * 6)  # 54 tokens
+
+
+# --------------------------------------------------------------------------------------------------------------
+# load: closed-loop clients that can be stopped (cancelling a request closes its connection; vLLM aborts it)
+
+
+@dataclass(frozen=True)
+class Client:
+    prompt: str
+    max_tokens: int
+    pause_s: float = 0.0
+    repeat: bool = True
+
+
+@dataclass
+class Load:
+    """Concurrent completion clients in a background event loop; bounded by ``max_requests`` and ``stop()``."""
+
+    server: VllmServer
+    clients: Sequence[Client]
+    max_requests: int = 400
+    timeout_s: float = 180.0
+    sent: int = 0
+    ok: int = 0
+    errors: list[str] = field(default_factory=list)
+    _stopping: bool = False
+    _loop: asyncio.AbstractEventLoop | None = None
+    _task: asyncio.Task[Any] | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Load:
+        self._loop = asyncio.new_event_loop()
+        self._task = self._loop.create_task(self._main())
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        assert self._loop is not None and self._task is not None
+        with contextlib.suppress(asyncio.CancelledError):
+            self._loop.run_until_complete(self._task)
+        self._loop.close()
+
+    async def _main(self) -> None:
+        limits = httpx.Limits(max_connections=len(self.clients) + 4)
+        async with httpx.AsyncClient(base_url=self.server.url, timeout=self.timeout_s, limits=limits) as http:
+            await asyncio.gather(*(self._client(http, c) for c in self.clients))
+
+    async def _client(self, http: httpx.AsyncClient, c: Client) -> None:
+        body = {"model": self.server.served_model_name, "prompt": c.prompt, "max_tokens": c.max_tokens,
+                "temperature": 0, "ignore_eos": True}
+        while not self._stopping and self.sent < self.max_requests:
+            self.sent += 1
+            try:
+                r = await http.post("/v1/completions", json=body)
+                r.raise_for_status()
+                self.ok += 1
+            except httpx.HTTPError as exc:
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            if not c.repeat:
+                return
+            await asyncio.sleep(c.pause_s)
+
+    def stop(self) -> None:
+        """Cancel every request in flight (their connections close, so the server aborts them) and join."""
+        self._stopping = True
+        if self._loop is not None and self._task is not None and self._thread is not None:
+            if self._thread.is_alive():
+                with contextlib.suppress(RuntimeError):  # the loop may have just finished
+                    self._loop.call_soon_threadsafe(self._task.cancel)
+            self._thread.join(30)
+
+
+@contextlib.contextmanager
+def running_load(server: VllmServer, clients: Sequence[Client], **kw: Any) -> Iterator[Load]:
+    load = Load(server, clients, **kw).start()
+    try:
+        yield load
+    finally:
+        load.stop()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# live diagnosis, one scrape per interval, recording every step
+
+
+@dataclass(frozen=True)
+class Tick:
+    t: float
+    """Monotonic time of the scrape."""
+    incident: str | None
+    m: dict[str, float]
+    features: dict[str, Any]
+
+
+class Live:
+    """The live loop of ``llm-oncall diagnose --target`` (scrape → observe → step), one tick at a time."""
+
+    def __init__(self, server: VllmServer, interval_s: float = INTERVAL) -> None:
+        self.interval_s = interval_s
+        self.pilot = Autopilot(interval_s)
+        self.source = ScrapeSource([Target("tiny", server.metrics_url)], timeout_s=0.8 * interval_s, keep_text=True)
+        self.ticks: list[Tick] = []
+        self.diagnoses: list[Diagnosis] = []
+        self._next: float | None = None
+
+    def tick(self) -> Tick:
+        now = time.monotonic()
+        if self._next is not None and now < self._next:
+            time.sleep(self._next - now)
+        t = time.monotonic()
+        self._next = t + self.interval_s
+        batch = self.source.collect()
+        self.pilot.observe(batch)
+        text = batch.observations[0].text
+        m = sample_sums(text) if text else {}
+        incident = None
+        feats: dict[str, Any] = {}
+        if len(self.pilot.store.times()) >= 2:
+            d = self.pilot.step()
+            self.diagnoses.append(d)
+            incident = d.incident
+            feats = dict(self.pilot.features[-1].values)
+        tick = Tick(t, incident, m, feats)
+        self.ticks.append(tick)
+        return tick
+
+
+def report(name: str, **values: Any) -> None:
+    """Measured numbers, visible with ``pytest -s`` (and in the failure output)."""
+    print(f"\n[{name}] " + ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                                     for k, v in values.items()))
+
+
+def trace(ticks: Sequence[Tick]) -> str:
+    t0 = ticks[0].t if ticks else 0.0
+    return "\n".join(
+        f"{x.t - t0:6.1f}s run={x.m.get(RUNNING, -1):.0f} wait={x.m.get(WAITING, -1):.0f} kv={x.m.get(KV, -1):.2f} "
+        f"preempt={x.m.get(PREEMPT, -1):.0f} steps={x.m.get(STEPS, -1):.0f} → {x.incident}"
+        for x in ticks
+    )
+
+
+def cli_json(args: Sequence[str]) -> dict[str, Any]:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, (result.exit_code, result.output, result.exception)
+    body: dict[str, Any] = json.loads(result.stdout)
+    return body
+
+
+# --------------------------------------------------------------------------------------------------------------
+# healthy
+
+
+def test_light_traffic_is_healthy(vllm_server: VllmServer) -> None:
+    vllm_server.wait_idle()
+    clients = [Client(SHORT_PROMPT, 16, pause_s=0.5), Client(LONG_PROMPT, 32, pause_s=1.0)]
+    with running_load(vllm_server, clients, max_requests=200) as load:
+        t0 = time.monotonic()
+        body = cli_json(["diagnose", "--target", f"tiny={vllm_server.metrics_url}", "--interval", str(INTERVAL),
+                         "--samples", "6", "--json"])
+        elapsed = time.monotonic() - t0
+    report("healthy", clients=len(clients), requests_ok=load.ok, seconds=elapsed, incident=body["incident"],
+           confidence=body["confidence"])
+    assert not load.errors, load.errors[:3]
+    assert load.ok >= 4, "the light traffic did not run"
+    assert body["snapshot"]["fleet"]["pods_up"] == 1
+    assert body["incident"] == "healthy", body["summary"]
+    vllm_server.wait_idle()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# engine hang (SIGSTOP the engine core) — live, then from a capture bundle written during the hang
+
+
+def _capture(server: VllmServer, out: Path, duration_s: float) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "llm_oncall.cli", "capture", "--target", f"tiny={server.metrics_url}",
+            "--out", str(out), "--duration", str(duration_s), "--interval", str(INTERVAL), "--json"]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for_pages(out: Path, n: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(list(out.glob("tiny/*.prom"))) < n:
+        assert time.monotonic() < deadline, f"capture wrote no page to {out} in {timeout_s}s"
+        time.sleep(0.1)
+
+
+def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Path) -> None:
+    vllm_server.wait_idle()
+    bundle = tmp_path / "hang-bundle"
+    live = Live(vllm_server)
+    clients = [Client(SHORT_PROMPT, 1000)] * 4
+    capture_s = 10 * INTERVAL
+    capture: subprocess.Popen[bytes] | None = None
+    t_freeze = t_diag = t_seen = t_recovered = None
+    try:
+        with running_load(vllm_server, clients, max_requests=40) as load:
+            capture = _capture(vllm_server, bundle, capture_s)
+            _wait_for_pages(bundle, 1, timeout_s=30)
+            # Progress first: requests running, the heartbeat moving, and no engine-hang.
+            for _ in range(8):
+                tick = live.tick()
+                prev = live.ticks[-2] if len(live.ticks) > 1 else None
+                if prev and tick.m[RUNNING] > 0 and tick.m[STEPS] > prev.m[STEPS] and len(live.ticks) >= 3:
+                    break
+            assert live.ticks[-1].m[RUNNING] > 0, trace(live.ticks)
+            assert "engine-hang" not in [x.incident for x in live.ticks], trace(live.ticks)
+            before = len(live.ticks)
+
+            vllm_server.freeze("engine")
+            t_freeze = time.monotonic()
+            for _ in range(6):
+                tick = live.tick()
+                prev = live.ticks[-2]
+                if t_seen is None and tick.m[STEPS] == prev.m[STEPS] and prev.t > t_freeze:
+                    t_seen = tick.t  # the first scrape that shows the heartbeat flat since the freeze
+                if tick.incident == "engine-hang":
+                    t_diag = tick.t
+                    break
+            assert vllm_server.health_status() == 200  # the hang hides behind a healthy /health
+            # Keep it frozen until the capture is over, so the bundle ends inside the hang.
+            capture.wait(timeout=capture_s + 30)
+            vllm_server.thaw()
+            t_thaw = time.monotonic()
+            for _ in range(5):
+                tick = live.tick()
+                if tick.incident not in (None, "engine-hang"):
+                    t_recovered = tick.t
+                    break
+            assert not load.errors, load.errors[:3]
+    finally:
+        vllm_server.thaw()
+        if capture is not None and capture.poll() is None:
+            capture.kill()
+            capture.wait(10)
+    hang_ticks = live.ticks[before:]
+    report("engine-hang", clients=len(clients), max_tokens=1000, interval_s=INTERVAL,
+           freeze_to_diagnosis_s=(t_diag - t_freeze) if t_diag else None,
+           freeze_to_diagnosis_intervals=(t_diag - t_freeze) / INTERVAL if t_diag else None,
+           observable_to_diagnosis_intervals=(t_diag - t_seen) / INTERVAL if t_diag and t_seen else None,
+           thaw_to_recovered_s=(t_recovered - t_thaw) if t_recovered else None,
+           recovered_as=live.ticks[-1].incident)
+    assert t_diag is not None, trace(live.ticks)
+    # Diagnosed within 2 scrape intervals of the first scrape that can show the freeze (the first one after it).
+    first_after = hang_ticks[0].t
+    assert t_diag - first_after <= 2 * INTERVAL + 1.0, trace(live.ticks)
+    assert live.diagnoses[-1].incident != "engine-hang", trace(live.ticks)
+    assert t_recovered is not None, trace(live.ticks)
+    d = next(d for d in live.diagnoses if d.incident == "engine-hang")
+    assert d.scope_pods == ("tiny",)
+
+    assert capture is not None and capture.returncode == 0, capture.stderr.read() if capture.stderr else None
+    pages = sorted(bundle.glob("tiny/*.prom"))
+    assert len(pages) >= 8 and (bundle / "bundle.json").exists()
+    replay = cli_json(["diagnose", "--replay", str(bundle), "--json"])
+    report("engine-hang replay", pages=len(pages), incident=replay["incident"])
+    assert replay["incident"] == "engine-hang", replay["summary"]
+    vllm_server.wait_idle()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# KV-cache capacity: arrivals above what the small KV pool (39 blocks of 32 tokens) can hold
+
+
+def test_kv_capacity_overload(vllm_server: VllmServer) -> None:
+    vllm_server.wait_idle()
+    n_clients, max_tokens = 32, 900
+    live = Live(vllm_server)
+    for _ in range(2):
+        live.tick()  # idle baseline
+    t_load = time.monotonic()
+    t_symptom = t_diag = None
+    i_symptom = i_diag = None
+    with running_load(vllm_server, [Client(LONG_PROMPT, max_tokens, repeat=False)] * n_clients) as load:
+        for _ in range(20):
+            tick = live.tick()
+            prev = live.ticks[-2]
+            i = len(live.ticks) - 1
+            if t_symptom is None and tick.m[WAITING] >= 10 and tick.m[KV] >= 0.9 and tick.m[PREEMPT] > prev.m[PREEMPT]:
+                t_symptom, i_symptom = tick.t, i
+            if tick.incident == "kv-capacity":
+                t_diag, i_diag = tick.t, i
+                break
+        errors = list(load.errors)
+    peak = {k: max(x.m.get(k, 0.0) for x in live.ticks) for k in (WAITING, RUNNING, KV)}
+    report("kv-capacity", clients=n_clients, prompt_tokens=54, max_tokens=max_tokens, interval_s=INTERVAL,
+           load_to_symptom_s=(t_symptom - t_load) if t_symptom else None,
+           symptom_to_diagnosis_intervals=(i_diag - i_symptom) if i_diag is not None and i_symptom is not None
+           else None,
+           symptom_to_diagnosis_s=(t_diag - t_symptom) if t_diag and t_symptom else None,
+           load_to_diagnosis_s=(t_diag - t_load) if t_diag else None,
+           peak_waiting=peak[WAITING], peak_running=peak[RUNNING], peak_kv=peak[KV],
+           preemptions=live.ticks[-1].m[PREEMPT] - live.ticks[0].m[PREEMPT])
+    assert not errors, errors[:3]
+    wrong = {x.incident for x in live.ticks} - {None, "healthy", "kv-capacity"}
+    assert not wrong, (wrong, trace(live.ticks))
+    assert t_diag is not None and i_diag is not None, trace(live.ticks)
+    assert i_symptom is not None and i_diag - i_symptom <= 2, trace(live.ticks)
+    d = live.diagnoses[-1]
+    signals = {e.signal for e in d.evidence}
+    assert {"waiting", "kv_max", "preemptions_per_s"} <= signals
+    vllm_server.wait_idle()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the simulator's exposition against the live server's
+
+
+LATENCY_HISTOGRAMS = (
+    "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
+    "vllm:request_inference_time_seconds", "vllm:request_time_per_output_token_seconds",
+)
+# Families the live server writes that the simulator does not model, each with its reason.
+NOT_SIMULATED: dict[str, str] = {}
+
+
+def _families(text: str) -> dict[str, tuple[str, set[frozenset[str]], dict[str, list[float]]]]:
+    out: dict[str, tuple[str, set[frozenset[str]], dict[str, list[float]]]] = {}
+    for fam in text_string_to_metric_families(text):
+        if not fam.name.startswith("vllm:"):
+            continue
+        labelsets: set[frozenset[str]] = set()
+        buckets: dict[str, list[float]] = {}
+        for s in fam.samples:
+            labelsets.add(frozenset(k for k in s.labels if k != "le"))
+            if s.name.endswith("_bucket"):
+                buckets.setdefault(s.name, []).append(float(s.labels["le"]))
+        out[fam.name] = (fam.type, labelsets, buckets)
+    return out
+
+
+def test_simulator_exposition_matches_live_server(vllm_server: VllmServer) -> None:
+    live = _families(vllm_server.metrics_text())
+    fleet = Fleet(FleetConfig(pods=1), seed=1)
+    fleet.advance(30.0)
+    page = fleet.render_metrics(next(iter(fleet.targets())))
+    assert page is not None
+    sim = _families(page)
+    missing = set(live) - set(sim) - set(NOT_SIMULATED)
+    invented = set(sim) - set(live)
+    assert not missing and not invented, (sorted(missing), sorted(invented))
+    for name in sorted(set(live) & set(sim)):
+        assert live[name][0] == sim[name][0], (name, live[name][0], sim[name][0])
+        assert live[name][1] == sim[name][1], (name, live[name][1], sim[name][1])
+    for name in LATENCY_HISTOGRAMS:
+        assert live[name][0] == "histogram", name
+        assert live[name][2] == sim[name][2], (name, live[name][2], sim[name][2])
