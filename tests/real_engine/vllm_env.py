@@ -320,12 +320,38 @@ def _stop_live_servers() -> None:
             server.stop()
 
 
-def _set_parent_death_signal() -> None:  # runs in the child between fork and exec
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+# Runs as a separate small process next to each server: when the owning (test) process dies without running
+# its clean-up (SIGKILL, a hard crash), it resumes and kills the server's whole process group, then exits. It also
+# exits by itself once the group is gone. Polling the owner is per process, unlike PR_SET_PDEATHSIG, which fires
+# when the *thread* that started the child exits and reaches only the direct child.
+_WATCHDOG_SCRIPT = """
+import os, signal, sys, time
+owner, owner_start, pgid = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+def owner_alive():
+    try:
+        stat = open(f"/proc/{owner}/stat").read()
+    except OSError:
+        return False
+    rest = stat[stat.rfind(")") + 2:].split()
+    return rest[0] != "Z" and rest[19] == owner_start
+def group_alive():
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+while group_alive():
+    if not owner_alive():
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.killpg(pgid, sig)
+            except OSError:
+                pass
+        break
+    time.sleep(0.5)
+"""
 
 
 def server_env(extra: Mapping[str, str] | None = None, *, kv_cache_space_gib: int = 1) -> dict[str, str]:
@@ -352,7 +378,8 @@ class VllmServer:
 
     Started in its own session (process group); ``stop()`` (also run by ``__exit__``, on a failed start, and at
     interpreter exit) resumes any stopped process, then SIGTERMs and finally SIGKILLs the whole group and every
-    descendant, so no process outlives it.
+    descendant, so no process outlives it. If the owning process dies without clean-up (SIGKILL), a small watchdog
+    process kills the group within a second.
 
     ``freeze()`` SIGSTOPs the engine (the ``VLLM::EngineCore`` process and its ``VLLM::Worker``), or only the
     worker with ``target="worker"`` (the engine core then blocks waiting for the step result, as with a collective
@@ -376,7 +403,7 @@ class VllmServer:
         kv_cache_space_gib: int = 1,
         startup_timeout_s: float = 300.0,
         log_path: Path | None = None,
-        kill_on_parent_death: bool = True,
+        watchdog: bool = True,
     ) -> None:
         if block_size % 32:
             raise ValueError("on CPU the KV block size must be a multiple of 32")
@@ -388,7 +415,7 @@ class VllmServer:
         self.python = python or venv_python()
         self.served_model_name = served_model_name
         self.startup_timeout_s = startup_timeout_s
-        self.kill_on_parent_death = kill_on_parent_death
+        self.use_watchdog = watchdog
         self.log_path = log_path or Path(f"/tmp/llm-oncall-vllm-{port}-{os.getpid()}.log")
         self.argv: list[str] = [
             str(self.python),
@@ -420,6 +447,7 @@ class VllmServer:
         self.metrics_url = f"{self.url}/metrics"
         self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self._log_file: Any = None
         self._frozen: list[ProcInfo] = []
         self._lock = threading.Lock()
@@ -454,9 +482,18 @@ class VllmServer:
                 env=self.env,
                 cwd=str(self.model_dir),
                 start_new_session=True,
-                preexec_fn=_set_parent_death_signal if self.kill_on_parent_death else None,
             )
             _LIVE_SERVERS.add(self)
+            if self.use_watchdog:
+                me = proc_info(os.getpid())
+                assert me is not None
+                self._watchdog = subprocess.Popen(
+                    [sys.executable, "-c", _WATCHDOG_SCRIPT, str(me.pid), str(me.start_ticks), str(self._proc.pid)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             self._wait_healthy(t0)
         except BaseException:
             self.stop()
@@ -508,6 +545,12 @@ class VllmServer:
             while time.monotonic() < deadline and any(_same_process_alive(p) for p in tree):
                 time.sleep(0.1)
             self._proc = None
+            if self._watchdog is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._watchdog.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._watchdog.wait(timeout=5)
+                self._watchdog = None
             _LIVE_SERVERS.discard(self)
             self._close_log()
 
