@@ -121,10 +121,15 @@ def _prefix_queries(snap: Snapshot) -> float | None:
     return sum(vals) if vals else None
 
 
+STALL_JITTER = 0.25
+"""Share of one interval that scrape timestamps may lose to jitter: live scrape times drift by hundreds of ms on a
+busy host, so two flat intervals can span slightly less than 2 × interval and must still count."""
+
+
 def _stalled(p: PodSnapshot, interval: float) -> bool:
     busy = (p.running or 0) > 0 or (p.waiting or 0) > 0
     return p.up and busy and p.seconds_since_progress is not None and \
-        p.seconds_since_progress >= 2 * interval - 1e-6
+        p.seconds_since_progress >= (2 - STALL_JITTER) * interval
 
 
 def _revision_quality(snap: Snapshot) -> dict[str, tuple[float, float, float]]:
