@@ -77,10 +77,13 @@ def test_engine_hang_turns_livez_503_within_stall_plus_one_interval(
         assert failed_at is not None and frozen_at
         body = r.json()
         assert body["status"] == "stalled" and body["running"] > 0
-        assert body["seconds_since_progress"] >= stall and body["stall_threshold_seconds"] == stall
+        assert body["stall_threshold_seconds"] == stall
+        # decided at the first scrape slot at which the heartbeat had been flat for the stall time
+        assert stall - 1e-6 <= body["seconds_since_progress"] <= stall + interval + 1e-6, body
         took = failed_at - frozen_at[0]
-        # stall + one interval, plus slack for a 2-core machine running the simulator and both servers
-        assert stall <= took + 0.05 and took <= stall + interval + 0.5, took
+        # wall time: stall + one interval, plus slack for a shared 2-core machine running the
+        # simulator, both sidecars and this loop in one process
+        assert stall - 0.1 <= took <= stall + interval + 1.0, took
         page = client.get(hung.url + "/metrics").text
     fams = {f.name: f for f in text_string_to_metric_families(page)}
     status = {s.labels["status"]: s.value for s in fams["llm_oncall_probe_status"].samples}

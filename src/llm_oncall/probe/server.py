@@ -228,7 +228,10 @@ def _handler(sidecar: LivenessSidecar) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout): fine
+                self.close_connection = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # kubelet probes every few seconds; access logs would drown real output

@@ -357,7 +357,10 @@ def _handler_class(route: Handler, server: SimServer) -> type[BaseHTTPRequestHan
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout): fine
+                self.close_connection = True
 
         def do_GET(self) -> None:
             self._serve("GET")
