@@ -8,20 +8,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-INCIDENT_IDS: frozenset[str] = frozenset(
-    {
-        "kv-capacity",
-        "engine-hang",
-        "prefix-cache-drop",
-        "retry-storm",
-        "bad-model-rollout",
-        "gpu-ecc",
-        "cuda-graph-crash",
-        "long-context-starvation",
-        "pod-outlier",
-        "healthy",
-    }
-)
+from llm_oncall.incidents import ALL
+
+INCIDENT_IDS: frozenset[str] = frozenset(ALL)
 
 # Long lines are cut before any regex sees them: it bounds the cost of every pattern on adversarial input
 # (a tqdm bar rewritten thousands of times on one line, a minified blob) without losing the log prefix

@@ -7,12 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from llm_oncall.incidents import ALL
 from llm_oncall.runbooks.expr import Expr, ExprError, compile_expr
 
-INCIDENTS = (
-    "kv-capacity", "engine-hang", "prefix-cache-drop", "retry-storm", "bad-model-rollout", "gpu-ecc",
-    "cuda-graph-crash", "long-context-starvation", "pod-outlier", "healthy",
-)
+INCIDENTS = ALL
 ACTIONS = (
     "scale_out", "gateway_cap", "restart_group", "restart_pod", "drain_pod", "taint_node", "cordon_node",
     "rollback", "pause_rollout", "set_flag", "route_by_length", "rate_limit", "call_hardware", "notify",

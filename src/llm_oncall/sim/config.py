@@ -5,21 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_oncall.incidents import FAULTS
 from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.sim.clients import DEFAULT_CLIENTS, ClientSpec
 from llm_oncall.sim.engine import EngineConfig, StepModel
 
-INCIDENTS: tuple[str, ...] = (
-    "kv-capacity",
-    "engine-hang",
-    "prefix-cache-drop",
-    "retry-storm",
-    "bad-model-rollout",
-    "gpu-ecc",
-    "cuda-graph-crash",
-    "long-context-starvation",
-    "pod-outlier",
-)
+INCIDENTS: tuple[str, ...] = FAULTS
 
 
 @dataclass(frozen=True)
