@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from llm_oncall import cli_evidence, cli_probe
+from llm_oncall import cli_evidence, cli_probe, cli_sim
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.diagnosis.report import report
@@ -32,6 +32,7 @@ bench_app = typer.Typer(help="Benchmarks that print the comparison measured in t
 app.add_typer(bench_app, name="bench")
 app.add_typer(cli_evidence.app, name="evidence")
 app.add_typer(cli_probe.app, name="probe")
+app.add_typer(cli_sim.app, name="sim")
 runbooks_app = typer.Typer(help="List, show and lint runbooks.", no_args_is_help=True)
 app.add_typer(runbooks_app, name="runbooks")
 
