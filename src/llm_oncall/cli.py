@@ -161,6 +161,10 @@ def diagnose(
     if store.latest_time() is None or not any(t.kind == "vllm" for t in store.targets.values()):
         raise fail("no vLLM telemetry found")
     snap = pilot.snapshots[-1] if pilot.snapshots else store.snapshot(window_s=window)
+    if snap.fleet.pods_up == 0:
+        # Nothing answered: that is not "healthy", and the scrape errors are the first thing to read.
+        errors = "; ".join(f"{p.name}: {p.error}" for p in snap.pods[:5])
+        raise fail(f"no vLLM target is up at t={snap.t:.0f}s ({errors})", code=3)
     if as_json:
         body: dict[str, Any] = diagnosis.to_json() if diagnosis else {"incident": "unknown", "confidence": 0.0,
                                                                    "summary": "not enough scrapes to diagnose"}

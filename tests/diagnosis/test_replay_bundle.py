@@ -56,3 +56,15 @@ def test_replay_errors_are_clear(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "not a directory" in res.output
     res = runner.invoke(app, ["diagnose", "--replay", str(tmp_path)])
     assert res.exit_code == 2 and "no <target>/<t>.prom" in res.output
+
+
+def test_nothing_answering_is_an_error_not_healthy() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = CliRunner().invoke(app, ["diagnose", "--target", f"dead=http://127.0.0.1:{port}/metrics",
+                                   "--interval", "0.2", "--samples", "2", "--json"])
+    assert res.exit_code == 3, res.output
+    assert "no vLLM target is up" in res.output

@@ -30,30 +30,14 @@ from llm_oncall.signals.scrape import ScrapeSource
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
 from llm_oncall.signals.source import Target
 from llm_oncall.signals.store import Store
+from integration.promserver import PROMETHEUS, free_port, run_prometheus, wait_for
 from signals.pages import Engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prometheus")]
 
-PROMETHEUS = shutil.which("prometheus")
 DRIVE_S = 9.0
 WINDOW_S = 6.0
 TICK_S = 0.25
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
-def _wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
 
 
 class _TextExporter:
@@ -106,43 +90,9 @@ class Fleet:
 
 
 def _prometheus(tmp: Path, targets: dict[str, int]) -> Iterator[str]:
-    if PROMETHEUS is None:
-        if os.environ.get("CI"):
-            pytest.fail("the prometheus binary is missing (Debian package `prometheus`) and CI is set")
-        pytest.skip("the prometheus binary is not installed (apt-get install prometheus)")
-    port = _free_port()
     static = "\n".join(f'      - targets: ["127.0.0.1:{p}"]\n        labels: {{pod: "{name}"}}'
                        for name, p in targets.items())
-    config = tmp / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 800ms\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: vllm\n    static_configs:\n{static}\n")
-    log = (tmp / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"prometheus exited with {proc.returncode}: "
-                                     f"{(tmp / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        _wait_for(ready, 30, "Prometheus to be ready")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        log.close()
+    yield from run_prometheus(tmp, f"scrape_configs:\n  - job_name: vllm\n    static_configs:\n{static}\n")
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +121,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             port = exporter.port
             closers.append(exporter.close)
         pods.append(Pod(name, engine, port, preempt, finished, fast, slow))
-    dead_port = _free_port()
+    dead_port = free_port()
     stop = threading.Event()
 
     def drive() -> None:
