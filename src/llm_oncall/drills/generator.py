@@ -115,7 +115,7 @@ def _topology(rng: random.Random, incident: str, pods: int) -> tuple[int, int]:
 def _load(rng: random.Random, incident: str) -> float:
     """Requests per second per initial pod (capacity is ≈ 12 req/s per pod with the default step model)."""
     if incident == "kv-capacity":
-        return rng.uniform(7.0, 9.0)
+        return rng.uniform(8.0, 9.5)
     if incident == "retry-storm":
         return rng.uniform(8.0, 9.0)
     return rng.uniform(4.0, 8.5)
@@ -126,7 +126,7 @@ def _fault_params(rng: random.Random, incident: str, pods: int) -> tuple[dict[st
     p: dict[str, Any] = {}
     over: dict[str, Any] = {}
     if incident == "kv-capacity":
-        p["factor"] = rng.uniform(1.9, 2.6)
+        p["factor"] = rng.uniform(2.0, 2.6)
     elif incident == "engine-hang":
         p["crc_per_s"] = rng.uniform(5.0, 40.0)
     elif incident == "prefix-cache-drop":
@@ -138,7 +138,7 @@ def _fault_params(rng: random.Random, incident: str, pods: int) -> tuple[dict[st
             p["variant"] = "unique-prefix"
             p["share"] = rng.uniform(0.8, 1.0)
     elif incident == "retry-storm":
-        p["timeout_s"] = rng.uniform(6.0, 15.0)
+        p["timeout_s"] = rng.uniform(3.0, 6.0)
         p["pod_index"] = rng.randrange(pods)
         over["oom_queue_limit"] = rng.randint(250, 350)
     elif incident == "bad-model-rollout":
