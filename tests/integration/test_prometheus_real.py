@@ -8,10 +8,6 @@ direct scrape asking for text/plain still gets the colons.  A fourth target neve
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,17 +16,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client import generate_latest, start_http_server
 
+from integration.promserver import free_port, run_prometheus
 from llm_oncall.signals.catalog import BY_KEY, SIGNALS
 from llm_oncall.signals.prometheus import PrometheusSource, promql
 from llm_oncall.signals.scrape import ScrapeSource
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
 from llm_oncall.signals.source import Target
 from llm_oncall.signals.store import Store
-from integration.promserver import PROMETHEUS, free_port, run_prometheus, wait_for
 from signals.pages import Engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prometheus")]
