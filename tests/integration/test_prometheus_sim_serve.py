@@ -41,8 +41,13 @@ def test_prometheus_scrapes_sim_serve(served: tuple[SimServer, str]) -> None:
     # Enough history for windowed rates, then the Prometheus source sees the same fleet.
     source = PrometheusSource(url, 'job="sim"', window_s=8.0, step_s=1.0)
     store = Store(interval_s=1.0)
-    wait_for(lambda: (store.add(source.collect()) or True) and
-             sum(1 for p in store.snapshot().pods if p.up and p.generation_tokens_per_s) >= 3,
-             40, "rates for three pods through Prometheus")
+
+    def three_pods_with_rates() -> bool:
+        store.add(source.collect())
+        if store.latest_time() is None:
+            return False
+        return sum(1 for p in store.snapshot().pods if p.up and p.generation_tokens_per_s) >= 3
+
+    wait_for(three_pods_with_rates, 40, "rates for three pods through Prometheus")
     snap = store.snapshot()
     assert {p.name for p in snap.pods if p.up} >= set(server.pod_urls())

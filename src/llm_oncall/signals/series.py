@@ -243,12 +243,15 @@ class TargetSeries:
     capacity: int = 240
     scrapes: deque[Scrape] = field(default_factory=deque)
 
-    def add(self, scrape: Scrape) -> None:
-        if self.scrapes and scrape.t < self.scrapes[-1].t:
-            raise ValueError(f"{self.name}: scrape at t={scrape.t} is older than t={self.scrapes[-1].t}")
+    def add(self, scrape: Scrape) -> bool:
+        """Append a newer scrape; one at or before the newest is dropped (a source that re-reads
+        an overlapping window, e.g. Prometheus range queries, repeats what we already have)."""
+        if self.scrapes and scrape.t <= self.scrapes[-1].t:
+            return False
         self.scrapes.append(scrape)
         while len(self.scrapes) > self.capacity:
             self.scrapes.popleft()
+        return True
 
     def ok_in_window(self, start: float, end: float) -> list[Scrape]:
         """Successful scrapes with start <= t <= end, plus the last one before start as anchor."""
