@@ -6,6 +6,7 @@ through the same parser as live scraping.  Ground truth is not part of a Batch.
 
 from __future__ import annotations
 
+from llm_oncall.probe.golden import GoldenProber, probe_fleet, record_fleet
 from llm_oncall.signals.events import Event
 from llm_oncall.signals.source import Batch, Observation, Target, parse_for
 from llm_oncall.sim import Fleet
@@ -13,11 +14,15 @@ from llm_oncall.sim import Fleet
 
 class SimSource:
     def __init__(self, fleet: Fleet, interval_s: float = 15.0, keep_text: bool = False,
-                 cluster_events: bool = True) -> None:
+                 cluster_events: bool = True, golden_prober: bool = True) -> None:
         """`cluster_events=False` hides the event feed, as through a Prometheus that only has
         kube-state-metrics: changes are then derived from its series."""
         self.fleet = fleet
         self.cluster_events = cluster_events
+        self.golden_prober = golden_prober
+        # A golden-prompt prober next to the fleet, as an operator would run one: references are
+        # recorded at the first scrape (the fleet is healthy then), answers checked every scrape.
+        self._prober: GoldenProber | None = None
         self.interval_s = interval_s
         self.keep_text = keep_text
         self._events_seen = 0
@@ -45,6 +50,11 @@ class SimSource:
             if kernel:
                 batch.logs[f"{node}/kern.log"] = kernel
         batch.observations.append(self._observe(Target("gateway", None, "gateway"), fleet.render_gateway(), t))
+        if self.golden_prober:
+            if self._prober is None:
+                self._prober = GoldenProber(record_fleet(fleet))
+            batch.observations.append(self._observe(Target("golden-prober", None, "prober"),
+                                                    probe_fleet(fleet, self._prober), t))
         batch.observations.append(self._observe(Target("kube-state-metrics", None, "kube"),
                                                 fleet.render_kube_state(), t))
         events = fleet.events() if self.cluster_events else []
