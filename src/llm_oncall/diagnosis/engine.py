@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_oncall.diagnosis.features import Features
+from llm_oncall.runbooks.expr import compile_expr
 from llm_oncall.runbooks.loader import Registry
 from llm_oncall.runbooks.schema import Clause, Runbook
 
@@ -175,7 +176,8 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en") 
         other = registry.get(la.incident)
         why = la.why.get(lang)
         ruled.append(RuledOut(la.incident, f"{why} — {_why_not(other, feats, lang)}" if other else why))
-    root = next((rc for rc in chosen.root_causes if rc.when is None or _holds_text(rc.when, feats)), None)
+    root = next((rc for rc in chosen.root_causes if rc.when is None or compile_expr(rc.when).holds(feats.values)),
+                None)
     pods = tuple(feats.pod_sets.get(chosen.scope_pods, ())) if chosen.scope_pods else ()
     nodes = tuple(feats.node_sets.get(chosen.scope_nodes, ())) if chosen.scope_nodes else ()
     if not nodes and pods:
@@ -203,12 +205,6 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en") 
         runbook=chosen.id,
         title=chosen.title.get(lang),
     )
-
-
-def _holds_text(expr: str, feats: Features) -> bool:
-    from llm_oncall.runbooks.expr import compile_expr
-
-    return compile_expr(expr).holds(feats.values)
 
 
 def _healthy(feats: Features, registry: Registry, books: Sequence[Runbook], lang: str) -> Diagnosis:

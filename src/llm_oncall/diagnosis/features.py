@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from llm_oncall.evidence.model import Finding
-from llm_oncall.signals.events import Event
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
 
 Value = float | bool | None
@@ -360,7 +359,3 @@ def known_feature_names() -> set[str]:
               "probe_mismatch_rate", "probe_mismatch_top_share", "probe_mismatch_revisions",
               "config_change_age_s", "log_peer_died"}
     return names
-
-
-def events_before(events: Sequence[Event], t: float) -> list[Event]:
-    return [e for e in events if e.t <= t]

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llm_oncall.signals.catalog import BY_KEY, Source
+from llm_oncall.signals.catalog import BY_KEY
 from llm_oncall.signals.events import Event
 from llm_oncall.signals.exposition import Labels, Page
 from llm_oncall.signals.series import (
@@ -487,11 +487,3 @@ def gpu_snapshots(series: TargetSeries, end: float, window_s: float) -> list[Gpu
             nvlink_recovery_increase=inc("nvlink_recovery_errors"),
         ))
     return out
-
-
-def source_of(series: TargetSeries) -> Source:
-    kind = series.labels.get("kind", "vllm")
-    try:
-        return Source(kind)
-    except ValueError:
-        return Source.VLLM

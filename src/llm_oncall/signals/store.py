@@ -21,10 +21,6 @@ from llm_oncall.signals.snapshot import (
 from llm_oncall.signals.source import Batch, Observation, Target
 
 
-def labels_text(labels: Labels) -> str:
-    return ",".join(f"{k}={v}" for k, v in labels)
-
-
 @dataclass
 class Store:
     interval_s: float = 15.0
