@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from llm_oncall.signals.catalog import BY_KEY
 from llm_oncall.signals.events import Event
 from llm_oncall.signals.exposition import Labels, Page, family_of
-from llm_oncall.signals.series import Scrape, TargetSeries, vector
 from llm_oncall.signals.gpu import GpuSnapshot, gpu_snapshots
+from llm_oncall.signals.series import Scrape, TargetSeries, vector
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot, fleet_snapshot, pod_snapshot
 from llm_oncall.signals.source import Batch, Observation, Target
 
