@@ -10,11 +10,16 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from math import exp as _exp
+from math import log as _log
+from math import sqrt as _sqrt
 
 SESSION_CHAIN_BASE = 1
 DOC_CHAIN_BASE = 1 << 40
 UNIQUE_CHAIN_BASE = 1 << 41
+NV_MAGICCONST = 4 * _exp(-0.5) / _sqrt(2.0)  # as in the random module
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,21 @@ class Session:
         self.turns_left = turns_left
 
 
-def _lognormal(rng: random.Random, mean: float, sigma: float = 0.6) -> float:
-    return rng.lognormvariate(math.log(mean) - sigma * sigma / 2.0, sigma)
+def _lognormal_mu(mean: float, sigma: float = 0.6) -> float:
+    return math.log(mean) - sigma * sigma / 2.0
+
+
+def _lognormvariate(rand: Callable[[], float], mu: float, sigma: float = 0.6) -> float:
+    """`Random.lognormvariate` inlined (Kinderman-Monahan, the same draws and floats) without two call levels."""
+    while True:
+        u1 = rand()
+        u2 = 1.0 - rand()
+        z = NV_MAGICCONST * (u1 - 0.5) / u2
+        if z * z / 4.0 <= -_log(u2):
+            return _exp(mu + z * sigma)
+
+
+_MU_60 = _lognormal_mu(60.0)
 
 
 class Workload:
@@ -92,6 +110,7 @@ class Workload:
         # fault knobs (set by faults through the fleet, never by diagnosis)
         self.unique_prefix_share = 0.0
         self.max_tokens_cap: int | None = None
+        self._mu: list[tuple[ClientSpec, float, float] | None] = []
 
     def prewarm(self, rate: float) -> None:
         """Start with conversations already in progress, so t=0 looks like the middle of a working day."""
@@ -120,7 +139,6 @@ class Workload:
 
     def arrivals(self, t0: float, t1: float, rate: float) -> list[Job]:
         """Poisson arrivals in [t0, t1) at `rate` req/s, split over clients by weight."""
-        rng = self.rng
         out: list[Job] = []
         if rate <= 0.0:
             return out
@@ -132,51 +150,72 @@ class Workload:
         for w in self.weights:
             acc += w / total_w
             cum.append(acc)
-        t = t0 + rng.expovariate(rate)
+        # expovariate and the client choice inlined: the same draws in the same order as Random's methods
+        rand = self.rng.random
+        last = len(cum) - 1
+        make = self._make
+        append = out.append
+        t = t0 + -_log(1.0 - rand()) / rate
         while t < t1:
-            u = rng.random()
+            u = rand()
             idx = 0
-            while idx < len(cum) - 1 and u > cum[idx]:
+            while idx < last and u > cum[idx]:
                 idx += 1
-            out.append(self._make(idx, t))
-            t += rng.expovariate(rate)
+            append(make(idx, t))
+            t += -_log(1.0 - rand()) / rate
         return out
 
-    def _make(self, idx: int, t: float) -> Job:
+    def _params(self, idx: int) -> tuple[ClientSpec, float, float]:
+        """(spec, lognormal mu of the answer length, of the user turn), recomputed when a spec is replaced."""
+        cached = self._mu[idx] if idx < len(self._mu) else None
         spec = self.specs[idx]
+        if cached is None or cached[0] is not spec:
+            cached = (spec, _lognormal_mu(spec.answer_tokens), _lognormal_mu(spec.user_tokens))
+            while len(self._mu) <= idx:
+                self._mu.append(None)
+            self._mu[idx] = cached
+        return cached
+
+    def _make(self, idx: int, t: float) -> Job:
+        spec, mu_answer, mu_user = self._params(idx)
         rng = self.rng
+        rand = rng.random
         self.next_jid += 1
         jid = self.next_jid
-        max_tokens = spec.max_tokens
-        out_len = max(1, int(_lognormal(rng, spec.answer_tokens)))
-        if spec.kind == "chat":
+        out_len = int(_lognormvariate(rand, mu_answer))
+        if out_len < 1:
+            out_len = 1
+        kind = spec.kind
+        if kind == "chat":
             heap = self.thinking[idx]
             if heap and heap[0][0] <= t:
                 session = heapq.heappop(heap)[2]
             else:
                 self.next_sid += 1
-                turns = max(1, int(rng.expovariate(1.0 / spec.mean_turns)) + 1)
+                turns = max(1, int(-_log(1.0 - rand()) / (1.0 / spec.mean_turns)) + 1)
                 session = Session(self.next_sid, self.system_len, turns)
-            prompt = session.history + max(4, int(_lognormal(rng, spec.user_tokens)))
+            user = int(_lognormvariate(rand, mu_user))
+            prompt = session.history + (user if user > 4 else 4)
             chain = SESSION_CHAIN_BASE + session.sid
             system_len = self.system_len
-            if self.unique_prefix_share and rng.random() < self.unique_prefix_share:
+            if self.unique_prefix_share and rand() < self.unique_prefix_share:
                 # a per-request token (timestamp, request id) at the top of the prompt breaks every prefix
                 chain = UNIQUE_CHAIN_BASE + jid
                 system_len = 0
-            job = Job(jid, idx, t, prompt, out_len, max_tokens, chain, system_len, session)
+            job = Job(jid, idx, t, prompt, out_len, spec.max_tokens, chain, system_len, session)
         else:
             lo, hi = spec.doc_tokens
-            if spec.kind == "rag-long":
+            if kind == "rag-long":
                 prompt = int(math.exp(rng.uniform(math.log(lo), math.log(hi))))
                 chain = UNIQUE_CHAIN_BASE + jid
             else:
                 doc = rng.randrange(spec.docs)
                 prompt = int(lo + (hi - lo) * ((doc * 7919) % spec.docs) / spec.docs)
                 chain = DOC_CHAIN_BASE + idx * 1_000_000 + doc
-            prompt += max(4, int(_lognormal(rng, 60.0)))
-            job = Job(jid, idx, t, prompt, out_len, max_tokens, chain, 0, None)
-            job.long = spec.kind == "rag-long"
+            extra = int(_lognormvariate(rand, _MU_60))
+            prompt += extra if extra > 4 else 4
+            job = Job(jid, idx, t, prompt, out_len, spec.max_tokens, chain, 0, None)
+            job.long = kind == "rag-long"
         cap = self.max_tokens_cap
         if cap is not None and job.max_tokens > cap:
             job.max_tokens = cap

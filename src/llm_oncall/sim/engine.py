@@ -10,6 +10,7 @@ a sequence whose first token came at step `kf` holds `k - kf + 1` generated toke
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 
@@ -24,8 +25,8 @@ from llm_oncall.sim.histograms import (
     request_tokens_buckets,
 )
 from llm_oncall.sim.kv import PrefixCache
+from llm_oncall.sim.request import DECODE, FINISHED, PREFILL, WAITING, Request, observe_finished
 
-WAITING, PREFILL, DECODE, FINISHED = 0, 1, 2, 3
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 
@@ -62,41 +63,6 @@ class StepModel:
         )
 
 
-class Request:
-    __slots__ = (
-        "arrival", "chain", "client", "done", "epoch", "finish_at", "first_tok_at", "gen_before",
-        "hit", "kf", "max_tokens", "need", "out_len", "preemptions", "prompt_len", "queued_at",
-        "reason", "rid", "sched_at", "state", "system_len", "tag",
-    )
-
-    def __init__(
-        self, rid: int, arrival: float, prompt_len: int, out_len: int, max_tokens: int,
-        chain: int, system_len: int, client: int, tag: int,
-    ) -> None:
-        self.rid = rid
-        self.arrival = arrival
-        self.queued_at = arrival
-        self.prompt_len = prompt_len
-        self.out_len = out_len if out_len < max_tokens else max_tokens
-        self.max_tokens = max_tokens
-        self.chain = chain
-        self.system_len = system_len
-        self.client = client
-        self.tag = tag
-        self.sched_at = -1.0
-        self.first_tok_at = -1.0
-        self.finish_at = -1.0
-        self.kf = 0
-        self.gen_before = 0
-        self.need = 0
-        self.done = 0.0
-        self.hit = 0
-        self.epoch = 0
-        self.preemptions = 0
-        self.state = WAITING
-        self.reason = ""
-
-
 class Engine:
     def __init__(self, cfg: EngineConfig, step: StepModel, start_time: float, slowdown: float = 1.0) -> None:
         self.cfg = cfg
@@ -121,6 +87,8 @@ class Engine:
         self.sum_kf = 0
         self.sum_base = 0
         self.finished: list[Request] = []
+        self.pending: list[Request] = []  # finished, not yet observed by the request histograms
+        self.ttft_pending: list[float] = []
         self.events: list[tuple[float, str, int]] = []
         self.cache = PrefixCache(cfg.block_size, cfg.enable_prefix_caching)
         self.busy_s = 0.0
@@ -214,7 +182,13 @@ class Engine:
         budget = cfg.max_num_batched_tokens - n_dec
         if budget < 1:
             budget = 1
-        st_dec = sm.step_time(len(self.running), 0.0, self.ctx_tokens()) * slow
+        running = self.running
+        k0 = self.k
+        # ctx_tokens() and used_blocks() are inlined below (same integer sums, same single division)
+        ctx = self.sum_base + n_dec * (k0 + 1) - self.sum_kf
+        if partial is not None:
+            ctx += partial.prompt_len + partial.gen_before
+        st_dec = sm.step_time(len(running), 0.0, ctx) * slow
         pf_per_step = pf_demand * st_dec / dt
         if pf_per_step > budget:
             pf_per_step = budget
@@ -225,24 +199,27 @@ class Engine:
         if n == 0:
             self.util = 1.0
             return
-        k0 = self.k
         busy = n * st
         self.busy_s += busy
         self.util = min(1.0, busy / dt)
         # KV for the decode growth of this tick; V1 preempts the most recently scheduled request first.
+        bs = cfg.block_size
+        half = bs // 2
         total_blocks = cfg.num_gpu_blocks
-        growth = n_dec * n / cfg.block_size
-        while self.running and self.used_blocks() + growth > total_blocks:
-            self._preempt_last(t0)
-            growth = self.n_dec * n / cfg.block_size
-        n_dec = self.n_dec
+        growth = n_dec * n / bs
+        if running and (ctx + half * len(running)) / bs + growth > total_blocks:
+            while running and self.used_blocks() + growth > total_blocks:
+                self._preempt_last(t0)
+                growth = self.n_dec * n / bs
+            n_dec = self.n_dec
         k_end = k0 + n
-        self._finish_until(k_end, k0, t0, st)
+        heap = self.heap
+        if heap and heap[0][0] <= k_end:
+            self._finish_until(k_end, k0, t0, st)
         decoded = n_dec * n
         # Prefill: one FCFS cursor over fractional step positions of this tick.
         pos = 0.0
         prefilled = 0.0
-        bs = cfg.block_size
         max_seqs = cfg.max_num_seqs
         waiting = self.waiting
         while True:
@@ -254,10 +231,11 @@ class Engine:
                 arr_pos = (r.queued_at - t0) / st
                 if arr_pos >= n:
                     break
-                if len(self.running) >= max_seqs:
+                n_run = len(running)
+                if n_run >= max_seqs:
                     break
                 total = r.prompt_len + r.gen_before
-                free = total_blocks - self.used_blocks()
+                free = total_blocks - (self.sum_base + self.n_dec * (k0 + 1) - self.sum_kf + half * n_run) / bs
                 if (total + bs - 1) // bs > free:
                     break
                 waiting.popleft()
@@ -272,7 +250,7 @@ class Engine:
                 if r.sched_at < 0.0:
                     sched = t0 + (arr_pos if arr_pos > pos else pos) * st
                     r.sched_at = sched if sched > r.arrival else r.arrival
-                self.running[r.rid] = r
+                running[r.rid] = r
                 self.partial = r
                 start = arr_pos if arr_pos > pos else pos
             else:
@@ -291,11 +269,29 @@ class Engine:
                 f = 1
             self._first_token(r, k0 + f, t0 + f * st)
         self.k = k_end
-        self._finish_until(k_end, k0, t0, st)
-        self.h_iter.observe_many(decoded / n + prefilled / n, n)
-        self.h_itl.observe_many(st, decoded)
+        if heap and heap[0][0] <= k_end:
+            self._finish_until(k_end, k0, t0, st)
+        # Histogram.observe_many inlined for the two per-step histograms
+        v = decoded / n + prefilled / n
+        h = self.h_iter
+        h.counts[bisect_left(h.bounds, v)] += n
+        h.sum += v * n
+        h.count += n
+        if decoded > 0:
+            h = self.h_itl
+            h.counts[bisect_left(h.bounds, st)] += decoded
+            h.sum += st * decoded
+            h.count += decoded
         # cached chains may use free blocks only (blocks of running prompts are both cached and in use)
-        self.cache.evict_to(int(total_blocks - self.used_blocks() + self.sum_base / bs))
+        sum_base = self.sum_base
+        ctx = sum_base + self.n_dec * (k_end + 1) - self.sum_kf
+        p = self.partial
+        if p is not None:
+            ctx += p.prompt_len + p.gen_before
+        cache = self.cache
+        cap = int(total_blocks - (ctx + half * len(running)) / bs + sum_base / bs)
+        if cache.blocks > cap:
+            cache.evict_to(cap)
 
     def freeze(self) -> None:
         self.frozen = True
@@ -308,7 +304,7 @@ class Engine:
         self.prompt_cached += r.hit
         if r.first_tok_at < 0.0:
             r.first_tok_at = t
-            self.h_ttft.observe(t - r.arrival)
+            self.ttft_pending.append(t - r.arrival)
         self.cache.insert(r.chain, total, r.system_len)
         r.state = DECODE
         r.kf = kf
@@ -319,48 +315,43 @@ class Engine:
 
     def _finish_until(self, k_end: int, k0: int, t0: float, st: float) -> None:
         heap = self.heap
+        pop = heapq.heappop
+        running = self.running
+        success = self.success
+        insert = self.cache.insert
+        done = self.pending
         while heap and heap[0][0] <= k_end:
-            kfin, _, epoch, r = heapq.heappop(heap)
+            kfin, _, epoch, r = pop(heap)
             if epoch != r.epoch or r.state != DECODE:
                 continue
             t = t0 + (kfin - k0) * st
             if t < r.first_tok_at:
                 t = r.first_tok_at
-            self._finish(r, kfin, t)
+            # finish r at step kfin, time t
+            gen_res = kfin - r.kf + 1
+            self.gen_done += gen_res
+            self.n_dec -= 1
+            self.sum_kf -= r.kf
+            prompt_len = r.prompt_len
+            self.sum_base -= prompt_len + r.gen_before
+            del running[r.rid]
+            r.state = FINISHED
+            r.finish_at = t
+            gen = r.gen_before + gen_res
+            r.gen = gen
+            reason = r.reason = "length" if gen >= r.max_tokens else "stop"
+            success[reason] += 1
+            self.http_2xx += 1
+            self.http_req_bytes += 120 + 4 * prompt_len
+            self.http_resp_bytes += 300 + 4 * gen
+            insert(r.chain, prompt_len + gen, r.system_len)
+            done.append(r)
+            self.finished.append(r)
 
-    def _finish(self, r: Request, kfin: int, t: float) -> None:
-        gen_res = kfin - r.kf + 1
-        self.gen_done += gen_res
-        self.n_dec -= 1
-        self.sum_kf -= r.kf
-        self.sum_base -= r.prompt_len + r.gen_before
-        del self.running[r.rid]
-        r.state = FINISHED
-        r.finish_at = t
-        gen = r.gen_before + gen_res
-        r.reason = "length" if gen >= r.max_tokens else "stop"
-        self.success[r.reason] += 1
-        self.http_2xx += 1
-        self.http_req_bytes += 120 + 4 * r.prompt_len
-        self.http_resp_bytes += 300 + 4 * gen
-        self.cache.insert(r.chain, r.prompt_len + gen, r.system_len)
-        sched = r.sched_at
-        first = r.first_tok_at
-        self.h_e2e.observe(t - r.arrival)
-        self.h_queue.observe(sched - r.arrival)
-        self.h_inference.observe(t - sched)
-        self.h_prefill.observe(first - sched)
-        self.h_decode.observe(t - first)
-        if gen > 1:
-            self.h_tpot.observe((t - first) / (gen - 1))
-        self.h_prompt.observe(r.prompt_len)
-        self.h_gen.observe(gen)
-        self.h_max_gen.observe(r.max_tokens)
-        self.h_max_tokens.observe(r.max_tokens)
-        self.h_kv_computed.observe(r.prompt_len - r.hit if r.prompt_len > r.hit else 0)
-        self.h_n.observe(1)
-        self.h_preempt.observe(r.preemptions)
-        self.finished.append(r)
+    def flush(self) -> None:
+        """Bring the request histograms up to date (called before a page is rendered)."""
+        if self.pending or self.ttft_pending:
+            observe_finished(self)
 
     def _preempt_last(self, t: float) -> None:
         rid = next(reversed(self.running))

@@ -98,6 +98,7 @@ class _Page:
 
 
 def render_engine_page(e: Engine, ctx: PageContext) -> str:
+    e.flush()
     if ctx.flavor == "v0":
         return _render_v0(e, ctx)
     p = _Page(ctx.process_start_epoch + 1.5, True)

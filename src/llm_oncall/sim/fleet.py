@@ -14,10 +14,10 @@ from llm_oncall.sim.autoscaler import Autoscaler
 from llm_oncall.sim.clients import Job, Workload
 from llm_oncall.sim.config import FaultSpec, FleetConfig, GroundTruth
 from llm_oncall.sim.dcgm import DcgmOptions, Gpu, render_node
-from llm_oncall.sim.engine import Request
 from llm_oncall.sim.exposition import PageContext, render_engine_page
 from llm_oncall.sim.gateway import Gateway
 from llm_oncall.sim.pods import READY, TERMINATED, Pod, Revision
+from llm_oncall.sim.request import Request
 from llm_oncall.sim.router import Router, mix64
 
 
@@ -261,25 +261,28 @@ class Fleet:
         return live[-1][0]
 
     def _dispatch(self, job: Job, t: float) -> None:
-        spec = self.workload.specs[job.client]
+        ci = job.client
+        spec = self.workload.specs[ci]
         client = spec.name
         retry = job.attempts > 0
         if not retry and spec.retry == "backoff":
-            self.earn_retry_budget(job.client, spec.retry_budget)
+            tokens = self.retry_tokens.get(ci, 5.0) + spec.retry_budget  # earn_retry_budget, inlined
+            self.retry_tokens[ci] = tokens if tokens < 20.0 else 20.0
         job.attempts += 1
-        if not self.gateway.admit(client, t, retry):
+        gateway = self.gateway
+        if not gateway.admit(client, t, retry):
             self._fail(job, t)
             return
-        rev = self._pick_revision()
+        rev = self._pick_revision() if self.weights else ("" if self._merged else None)
         if rev is None:
-            self.gateway.record(client, "503", "none")
+            gateway.record(client, "503", "none")
             self._fail(job, t)
             return
         pool = self._endpoints[rev] if rev else self._merged
         version = self._ep_version * 2 + (0 if rev else 1) if len(self._endpoints) <= 1 else -1
         pod = self.router.pick(pool, job.chain, job.prompt_len, version)
-        if pod is None or not pod.serving():
-            self.gateway.record(client, "502", pod.revision.name if pod else "none")
+        if pod is None or pod.state != READY:  # Pod.serving()
+            gateway.record(client, "502", pod.revision.name if pod else "none")
             self._fail(job, t)
             return
         self.next_tag += 1
@@ -287,9 +290,9 @@ class Fleet:
         out_len = job.out_len
         if pod.revision.bad_outputs and self.quality_rng.random() < 0.08:
             out_len = job.max_tokens  # degenerate loops run to the length limit
-        r = Request(tag, t, job.prompt_len, out_len, job.max_tokens, job.chain, job.system_len, job.client, tag)
+        r = Request(tag, t, job.prompt_len, out_len, job.max_tokens, job.chain, job.system_len, ci, tag)
         if not pod.engine.submit(r):
-            self.gateway.record(client, "503", pod.revision.name)
+            gateway.record(client, "503", pod.revision.name)
             self._fail(job, t)
             return
         self.live[tag] = (job, pod)
@@ -325,14 +328,21 @@ class Fleet:
 
     def _timeouts(self, t1: float) -> None:
         dl = self.deadlines
+        if not dl or dl[0][0] > t1:
+            return
+        live_pop = self.live.pop
+        specs = self.workload.specs
+        record = self.gateway.record
+        fail = self._fail
+        pop = heapq.heappop
         while dl and dl[0][0] <= t1:
-            t, tag = heapq.heappop(dl)
-            entry = self.live.pop(tag, None)
+            t, tag = pop(dl)
+            entry = live_pop(tag, None)
             if entry is None:
                 continue
             job, pod = entry
-            self.gateway.record(self.workload.specs[job.client].name, "504", pod.revision.name)
-            self._fail(job, t)
+            record(specs[job.client].name, "504", pod.revision.name)
+            fail(job, t)
 
     def connection_lost(self, pod: Pod, requests: list[Request], t: float) -> None:
         for r in requests:

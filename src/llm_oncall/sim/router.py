@@ -66,11 +66,15 @@ class Router:
                 hit: E | None = self._sticky.get(chain)
                 if hit is not None:
                     return hit
+            # mix64(h ^ key) inlined: this loop runs once per new session/document on every endpoint
             h = mix64(chain)
             best = endpoints[0]
             best_score = -1
             for e in endpoints:
-                s = mix64(h ^ e.key)
+                x = ((h ^ e.key) + 0x9E3779B97F4A7C15) & _MASK
+                x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+                x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+                s = x ^ (x >> 31)
                 if s > best_score:
                     best, best_score = e, s
             if version >= 0:
