@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from llm_oncall.evidence import crashloop, dcgm_health, nccl, nvidia_smi, pyspy, vllm_log, xid
+from llm_oncall.evidence import crashloop, dcgm_health, nccl, nvidia_smi, pyspy, vllm_log, vllm_startup, xid
 from llm_oncall.evidence.model import Finding, strength, unknown
 
 Parser = Callable[[str, str], "Finding | None"]
@@ -44,6 +44,7 @@ for _name, _fn in (
     ("xid", xid.parse),
     ("dcgm_health", dcgm_health.parse),
     ("vllm_log", vllm_log.parse),
+    ("vllm_startup", vllm_startup.parse),
     ("crashloop", crashloop.parse),
 ):
     register(_name, _fn)
