@@ -1,0 +1,313 @@
+"""Fleet incidents on real vLLM CPU servers: a start-up crash loop, prefix-cache drop after a router change, a retry
+storm after a server dies, and long-context starvation — each diagnosed live through the product's scrape source
+and autopilot (the code path of ``llm-oncall diagnose --target``).
+
+Two servers run side by side (``fleet.server_pair``: 47 usable KV blocks of 32 tokens, max-model-len 1504, workers
+pinned to cores 0 and 1). Measured numbers are printed (``pytest -s``) and summarised in docs/real-engine.md.
+Test order matters: the retry-storm test kills server ``b``; the long-context test runs on ``a`` afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from llm_oncall.evidence.classify import classify_file
+from llm_oncall.signals.events import Event
+from llm_oncall.signals.source import Target
+
+from .conftest import free_port
+from .fleet import (
+    PAIR_SETTINGS,
+    FleetLive,
+    Gateway,
+    RetryClients,
+    SessionRouter,
+    fleet_trace,
+    server_pair,
+)
+from .test_incidents import KV, RUNNING, WAITING, Client, Live, Load
+from .vllm_env import VllmServer
+
+pytestmark = pytest.mark.real_engine
+__all__ = ["server_pair"]  # the module-scoped fixture, used by the tests below
+
+
+def report(name: str, **values: Any) -> None:
+    print(f"\n[{name}] " + ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                                     for k, v in values.items()))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# start-up crash loop: a config vLLM rejects at start, restarted three times
+
+
+CRASH_ARGS = ("--max-model-len", "100000")  # above the model's 8192 positions: vLLM's config validation refuses
+CRASH_FEATURES = ("pods_down", "n_crashloop", "n_restarted", "log_cuda_graph_crash")
+
+
+def test_startup_crash_loop(vllm_python: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
+    port = free_port()
+    name = "tiny-crash"
+    live = FleetLive([Target(name, f"http://127.0.0.1:{port}/metrics")])
+    attempts = 3
+    exits: list[str] = []
+    logs: list[Path] = []
+    t0 = time.monotonic()
+    t_first_exit: float | None = None
+    t_crashloop: float | None = None
+    for attempt in range(attempts):
+        log = tmp_path / f"start-{attempt}.log"
+        logs.append(log)
+        server = VllmServer(port, tiny_model_dir, python=vllm_python, log_path=log, extra_args=CRASH_ARGS)
+        if attempt:
+            live.add_event(Event(time.time(), "restart", f"pod {name} restarted (attempt {attempt + 1})",
+                                 {"pod": name, "reason": "Error"}))
+        failure: list[BaseException] = []
+
+        def start(server: VllmServer = server, failure: list[BaseException] = failure) -> None:
+            try:
+                server.start()
+            except BaseException as exc:  # the expected outcome
+                failure.append(exc)
+
+        starter = threading.Thread(target=start, daemon=True)
+        starter.start()
+        try:
+            while starter.is_alive():  # the scrape keeps failing while the server starts and dies
+                tick = live.tick()
+                if t_crashloop is None and (tick.features.get("n_crashloop") or 0) >= 1:
+                    t_crashloop = time.monotonic()
+            starter.join()
+        finally:
+            server.stop()
+        assert failure, f"the server started with {CRASH_ARGS}"
+        exits.append(str(failure[0]).splitlines()[0])
+        t_first_exit = t_first_exit or time.monotonic()
+        live.pilot.add_findings([classify_file(log)])
+    for _ in range(2):
+        live.tick()
+    d = live.ticks[-1].diagnosis
+    assert d is not None
+    finding = classify_file(logs[-1])
+    report("crash loop", attempts=attempts, seconds=time.monotonic() - t0, exit=exits[-1][:60],
+           evidence=finding.kind, error=str(finding.facts.get("error"))[:80],
+           first_exit_s=(t_first_exit - t0) if t_first_exit else None,
+           crashloop_seen_s=(t_crashloop - t0) if t_crashloop else None,
+           incident=d.incident, confidence=d.confidence)
+    print(fleet_trace(live.ticks, CRASH_FEATURES))
+    # The scrape is down and the restarts are seen: the crash loop itself is recognised.
+    feats = live.ticks[-1].features
+    assert feats["pods_down"] == 1 and feats["n_crashloop"] == 1, feats
+    # The log names the reason: a start-up configuration error, not a CUDA-graph or GPU fault.
+    assert finding.kind == "vllm_startup_error" and not finding.benign and finding.incident_hint is None
+    assert "max_model_len (100000)" in str(finding.facts["error"])
+    assert finding.facts["phase"] == "config"
+    # No CUDA-graph capture line on a CPU server: the crash-loop runbook must not claim one, nor any other incident.
+    assert {x.incident for x in live.ticks} <= {None, "healthy"}, fleet_trace(live.ticks, CRASH_FEATURES)
+    why = next(r.why for r in d.ruled_out if r.incident == "cuda-graph-crash")
+    assert "log_cuda_graph_crash" in why, why
+
+
+# --------------------------------------------------------------------------------------------------------------
+# prefix-cache drop: session-sticky routing switched to random mid-run, recorded as a config change
+
+
+PREFIX_FEATURES = ("hit_rate", "hit_rate_baseline", "prefix_queries_per_s", "prefix_queries_ratio",
+                   "waiting_per_pod", "ttft_ratio")
+
+
+def test_prefix_cache_drop_after_router_change(server_pair: list[VllmServer]) -> None:
+    for s in server_pair:
+        s.wait_idle()
+    live = FleetLive([Target(n, s.metrics_url) for n, s in zip("ab", server_pair, strict=True)])
+    load = SessionRouter(servers=server_pair, sessions=8, doc_words=170, workers=2, max_tokens=8, pause_s=0.25)
+    sticky_ticks = 10
+    i_switch = sticky_ticks
+    i_symptom = i_diag = None
+    t_switch = 0.0
+    load.start()
+    try:
+        for _ in range(sticky_ticks):
+            live.tick()
+        load.set_policy("random")
+        t_switch = time.time()
+        live.add_event(Event(t_switch, "config_change", "router policy sticky -> random",
+                             {"object": "router-config"}))
+        for _ in range(8):
+            tick = live.tick()
+            i = len(live.ticks) - 1
+            hit, base = tick.features.get("hit_rate"), tick.features.get("hit_rate_baseline")
+            if i_symptom is None and isinstance(hit, float) and isinstance(base, float) and hit <= 0.5 * base:
+                i_symptom = i
+            if tick.incident == "prefix-cache-drop":
+                i_diag = i
+                break
+    finally:
+        load.stop()
+    ticks = live.ticks
+    sticky = ticks[sticky_ticks - 1].features
+    d = ticks[-1].diagnosis
+    report("prefix-cache-drop", sessions=8, prompt_tokens=f"{min(load.prompt_tokens)}-{max(load.prompt_tokens)}",
+           requests=load.ok, sticky_hit_rate=sticky.get("hit_rate"),
+           baseline=ticks[-1].features.get("hit_rate_baseline"),
+           random_hit_rate=ticks[-1].features.get("hit_rate"),
+           looked_up_tokens_per_s=ticks[-1].features.get("prefix_queries_per_s"),
+           switch_to_symptom_s=(ticks[i_symptom].t - t_switch) if i_symptom is not None else None,
+           switch_to_diagnosis_s=(ticks[i_diag].t - t_switch) if i_diag is not None else None,
+           symptom_to_diagnosis_intervals=(i_diag - i_symptom) if i_diag is not None and i_symptom is not None
+           else None,
+           incident=d.incident if d else None)
+    print(fleet_trace(ticks, PREFIX_FEATURES))
+    assert not load.errors, load.errors[:3]
+    assert not load.crash, load.crash
+    # Sticky: a high hit rate over enough looked-up tokens, and nothing pages.
+    assert {x.incident for x in ticks[:i_switch]} <= {None, "healthy"}, fleet_trace(ticks, PREFIX_FEATURES)
+    assert isinstance(sticky.get("hit_rate"), float) and sticky["hit_rate"] >= 0.3
+    # Random: diagnosed within two scrape intervals of the first scrape showing the drop, naming the change.
+    assert i_diag is not None and i_symptom is not None, fleet_trace(ticks, PREFIX_FEATURES)
+    assert i_diag - i_symptom <= 2, fleet_trace(ticks, PREFIX_FEATURES)
+    assert {x.incident for x in ticks} <= {None, "healthy", "prefix-cache-drop"}
+    assert d is not None and d.root_cause is not None and "router policy sticky -> random" in d.root_cause
+    signals = {e.signal for e in d.evidence}
+    assert {"hit_rate", "hit_rate_baseline", "prefix_queries_per_s", "waiting_per_pod"} <= signals
+
+
+# --------------------------------------------------------------------------------------------------------------
+# retry storm: one server killed while its clients (and then everyone's) retry without budget
+
+
+RETRY_FEATURES = ("arrival_rate", "arrival_rate_ratio", "retry_share", "success_ratio", "pods_down", "error_share")
+
+
+def test_retry_storm_after_a_server_dies(server_pair: list[VllmServer]) -> None:
+    a, b = server_pair
+    for s in server_pair:
+        s.wait_idle()
+    gateway = Gateway(max_in_flight=3).start()
+    live = FleetLive([Target("a", a.metrics_url), Target("b", b.metrics_url),
+                      Target("gateway", gateway.url, kind="gateway")])
+    clients = RetryClients(servers=server_pair, gateway=gateway, per_server=3, max_tokens=32, think_s=0.3,
+                           overflow_s=0.02, timeout_s=10.0, max_attempts=20000, max_seconds=120.0)
+    base_ticks = 8
+    i_symptom = i_diag = None
+    t_kill = 0.0
+    clients.start()
+    try:
+        for _ in range(base_ticks):
+            live.tick()
+        os.killpg(b.pid, signal.SIGKILL)  # the whole server group: API server, engine core, worker
+        t_kill = time.time()
+        for _ in range(10):
+            tick = live.tick()
+            i = len(live.ticks) - 1
+            ratio, share = tick.features.get("arrival_rate_ratio"), tick.features.get("retry_share")
+            if i_symptom is None and isinstance(ratio, float) and (
+                    ratio >= 3 or (ratio >= 1.8 and isinstance(share, float) and share >= 0.5)):
+                i_symptom = i
+            if tick.incident == "retry-storm":
+                i_diag = i
+                break
+    finally:
+        clients.stop()
+        gateway.stop()
+        b.stop()  # reap the killed group
+    ticks = live.ticks
+    last = ticks[-1].features
+    d = ticks[-1].diagnosis
+    report("retry-storm", clients=6, per_upstream_limit=3, max_tokens=32, think_s=0.3,
+           attempts=clients.attempts, ok=clients.ok, failures=clients.failures,
+           baseline_rate=last.get("arrival_rate_baseline"), storm_rate=last.get("arrival_rate"),
+           ratio=last.get("arrival_rate_ratio"), retry_share=last.get("retry_share"),
+           success_ratio=last.get("success_ratio"),
+           kill_to_symptom_s=(ticks[i_symptom].t - t_kill) if i_symptom is not None else None,
+           kill_to_diagnosis_s=(ticks[i_diag].t - t_kill) if i_diag is not None else None,
+           symptom_to_diagnosis_intervals=(i_diag - i_symptom) if i_diag is not None and i_symptom is not None
+           else None, incident=d.incident if d else None)
+    print(fleet_trace(ticks, RETRY_FEATURES))
+    assert not clients.crash, clients.crash
+    assert clients.attempts <= 20000
+    assert {x.incident for x in ticks[:base_ticks]} <= {None, "healthy"}, fleet_trace(ticks, RETRY_FEATURES)
+    assert i_diag is not None and i_symptom is not None, fleet_trace(ticks, RETRY_FEATURES)
+    assert i_diag - i_symptom <= 2, fleet_trace(ticks, RETRY_FEATURES)
+    assert {x.incident for x in ticks} <= {None, "healthy", "retry-storm"}, fleet_trace(ticks, RETRY_FEATURES)
+    assert d is not None and last["pods_down"] == 1
+    assert {"arrival_rate_ratio", "success_ratio", "n_restarted"} <= {e.signal for e in d.evidence}
+    a.wait_idle()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# long-context starvation (best effort): one long-prompt client joins short chat traffic on server a
+
+
+LONG_WORDS = 1080  # 1416 tokens with the tiny tokenizer: 45 of the 47 blocks, the last one a quarter full
+SHORT_PROMPT = "the water is long and"
+
+
+def _document(words: int) -> str:
+    rng = random.Random(0)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "te", "vo"]
+    return " ".join("".join(rng.choice(syllables) for _ in range(rng.randint(1, 3))) for _ in range(words))
+
+
+def test_long_context_starvation(server_pair: list[VllmServer]) -> None:
+    a = server_pair[0]
+    a.wait_idle()
+    doc = _document(LONG_WORDS)
+    n = int(httpx.post(f"{a.url}/tokenize", json={"model": a.served_model_name, "prompt": doc},
+                       timeout=30).json()["count"])
+    block = PAIR_SETTINGS["block_size"]
+    # Decode only into the prompt's last, partly filled block: the long request never needs a new block, so it is
+    # never the one preempted for lack of blocks (the newest running request is), and it holds its blocks.
+    long_tokens = min(24, block - n % block + 1) if n % block else 1
+    live = Live(a)
+    shorts = Load(a, [Client(SHORT_PROMPT, 16, pause_s=0.3)] * 5, max_requests=2000).start()
+    longs: Load | None = None
+    i_join = 7
+    i_diag: int | None = None
+    t_join = 0.0
+    try:
+        for _ in range(i_join):
+            live.tick()
+        longs = Load(a, [Client(doc, long_tokens, pause_s=0.0)], max_requests=200).start()
+        t_join = time.monotonic()
+        for _ in range(10):
+            tick = live.tick()
+            if i_diag is None and tick.incident == "long-context-starvation":
+                i_diag = len(live.ticks) - 1
+    finally:
+        shorts.stop()
+        if longs is not None:
+            longs.stop()
+    ticks = live.ticks
+    after = ticks[i_join:]
+    kv_high = [x.m.get(KV, 0.0) >= 0.95 for x in after]
+    pairs = sum(1 for p, q in itertools.pairwise(kv_high) if p and q)
+    diagnosed = sum(1 for x in after if x.incident == "long-context-starvation")
+    report("long-context-starvation", long_prompt_tokens=n, long_max_tokens=long_tokens, short_clients=5,
+           kv_at_scrapes=" ".join(f"{x.m.get(KV, -1):.2f}" for x in after),
+           kv_high_scrapes=f"{sum(kv_high)}/{len(after)}", consecutive_high_pairs=pairs,
+           diagnosed_scrapes=f"{diagnosed}/{len(after)}",
+           join_to_diagnosis_s=(ticks[i_diag].t - t_join) if i_diag is not None else None,
+           max_waiting=max(x.m.get(WAITING, 0.0) for x in after),
+           max_running=max(x.m.get(RUNNING, 0.0) for x in after),
+           prompt_shift=after[-1].features.get("prompt_shift"),
+           arrival_ratio=after[-1].features.get("arrival_rate_ratio"),
+           ttft_ratio=max((x.features.get("ttft_ratio") or 0.0) for x in after))
+    assert not shorts.errors and (longs is None or not longs.errors), (shorts.errors[:2], longs and longs.errors[:2])
+    # Never another incident (kv-capacity's queue is not there, nor a stall).
+    wrong = {x.incident for x in ticks} - {None, "healthy", "long-context-starvation"}
+    assert not wrong, wrong
+    assert {x.incident for x in ticks[:i_join]} <= {None, "healthy"}
+    if i_diag is None:
+        pytest.xfail(f"KV ≥ 0.95 at {sum(kv_high)}/{len(after)} scrapes, {pairs} consecutive pairs: not diagnosed")
+    a.wait_idle()
