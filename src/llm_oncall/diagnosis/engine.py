@@ -212,6 +212,19 @@ def _healthy(feats: Features, registry: Registry, books: Sequence[Runbook], lang
     ruled = tuple(RuledOut(b.id, _why_not(b, feats, lang)) for b in books)
     enough = (feats.get("history_len") or 0) >= 5
     title = rb.title.get(lang) if rb else "Healthy"
+    down = int(feats.get("pods_down") or 0)
+    evidence = tuple(EvidenceItem(f"evidence:{f.kind}", f.confidence, None, f.file,
+                                  f"{f.kind}: " + ", ".join(f"{k}={v}" for k, v in list(f.facts.items())[:3]))
+                     for f in feats.findings if not f.benign)
+    if down or evidence:
+        # Nothing matched, but something is visibly off: say so, and do not sound sure.
+        what = [f"{down} pod(s) not answering /metrics"] if down else []
+        what += [f"{len(evidence)} non-benign log finding(s)"] if evidence else []
+        return Diagnosis(
+            incident="healthy", confidence=0.3,
+            summary=f"No runbook matches, but {' and '.join(what)}: check the evidence before closing",
+            t=feats.t, scope_pods=tuple(feats.pod_sets.get("down", ())), evidence=evidence, ruled_out=ruled,
+            runbook=rb.id if rb else None, title=title)
     return Diagnosis(
         incident="healthy",
         confidence=0.9 if enough else 0.5,

@@ -131,9 +131,9 @@ def _stalled(p: PodSnapshot, interval: float) -> bool:
         p.seconds_since_progress >= (2 - STALL_JITTER) * interval
 
 
-def _revision_quality(snap: Snapshot) -> dict[str, tuple[float, float, float]]:
-    """Per revision: (inspected responses/s, bad-output share, thumbs-down share)."""
-    out: dict[str, tuple[float, float, float]] = {}
+def _revision_quality(snap: Snapshot) -> dict[str, tuple[float, float, float, float]]:
+    """Per revision: (inspected responses/s, bad-output share, thumbs-down share, ratings in the window)."""
+    out: dict[str, tuple[float, float, float, float]] = {}
     inspected = {labels.get("revision", ""): v for labels, v in snap.extra_rates("gateway_responses_inspected_total")}
     for rev, n in inspected.items():
         if n <= 0:
@@ -142,7 +142,8 @@ def _revision_quality(snap: Snapshot) -> dict[str, tuple[float, float, float]]:
             "gateway_format_violations_total", "gateway_repetition_detected_total", "gateway_control_chars_total"))
         down = _sum_extra(snap, "gateway_feedback_total", revision=rev, rating="down") or 0.0
         up = _sum_extra(snap, "gateway_feedback_total", revision=rev, rating="up") or 0.0
-        out[rev] = (n, min(1.0, bad / n), down / (down + up) if down + up > 0 else 0.0)
+        out[rev] = (n, min(1.0, bad / n), down / (down + up) if down + up > 0 else 0.0,
+                    (down + up) * snap.window_s)
     return out
 
 
@@ -270,6 +271,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
         labels["bad_revision"] = worst
         v["bad_rev_quality"] = quality[worst][1]
         v["bad_rev_thumbs_down"] = quality[worst][2]
+        v["bad_rev_ratings"] = quality[worst][3]
         v["other_rev_quality"] = max(q[1] for q in others)
         v["other_rev_thumbs_down"] = max(q[2] for q in others)
         v["n_revisions"] = float(len(quality))
@@ -355,7 +357,7 @@ def known_feature_names() -> set[str]:
     names |= {"log_" + i.replace("-", "_") for i in (
         "kv-capacity", "engine-hang", "prefix-cache-drop", "retry-storm", "bad-model-rollout", "gpu-ecc",
         "cuda-graph-crash", "long-context-starvation", "pod-outlier")}
-    names |= {"bad_rev_quality", "bad_rev_thumbs_down", "other_rev_quality", "other_rev_thumbs_down",
+    names |= {"bad_rev_quality", "bad_rev_thumbs_down", "bad_rev_ratings", "other_rev_quality", "other_rev_thumbs_down",
               "probe_mismatch_rate", "probe_mismatch_top_share", "probe_mismatch_revisions",
               "config_change_age_s", "log_peer_died"}
     return names
