@@ -198,7 +198,10 @@ def crash(fleet: Fleet, pod: Pod, t: float, reason: str, oom: bool) -> None:
 
 
 def scale(fleet: Fleet, replicas: int, t: float, why: str) -> None:
-    live = [p for p in fleet.pods if p.state != TERMINATED]
+    # The pods a rollout surged in belong to the rollout, not to the replica count (Kubernetes scales
+    # the Deployment's spec.replicas; maxSurge pods come on top), so scaling never deletes them.
+    surge = set(fleet.rollout.created) if fleet.rollout is not None else set()
+    live = [p for p in fleet.pods if p.state != TERMINATED and p.name not in surge]
     cur = len(live)
     if replicas == cur:
         return
@@ -222,7 +225,8 @@ def autoscale(fleet: Fleet, t: float) -> None:
         metric = sum(p.engine.num_waiting for p in ready) / len(ready)
     else:
         metric = sum(p.engine.num_running for p in ready) / len(ready)
-    cur = sum(1 for p in fleet.pods if p.state != TERMINATED)
+    surge = set(fleet.rollout.created) if fleet.rollout is not None else set()
+    cur = sum(1 for p in fleet.pods if p.state != TERMINATED and p.name not in surge)
     want = fleet.hpa.desired(t, cur, metric)
     if want != cur:
         scale(fleet, want, t, f"HPA {fleet.cfg.hpa.metric} avg {metric:.1f}")
