@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from math import exp as _exp
 from math import log as _log
 from math import sqrt as _sqrt
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llm_oncall.sim.pods import Pod
 
 SESSION_CHAIN_BASE = 1
 DOC_CHAIN_BASE = 1 << 40
@@ -52,7 +56,7 @@ class Job:
     """One client request across all its attempts."""
 
     __slots__ = (
-        "attempts", "chain", "client", "created", "jid", "last_tag", "long", "max_tokens", "out_len",
+        "attempts", "chain", "client", "created", "jid", "last_tag", "long", "max_tokens", "out_len", "pod",
         "prompt_len", "session", "system_len",
     )
 
@@ -70,6 +74,7 @@ class Job:
         self.attempts = 0
         self.last_tag = -1
         self.long = False
+        self.pod: Pod | None = None  # serving the live attempt (`last_tag`)
 
 
 class Session:

@@ -25,7 +25,7 @@ from llm_oncall.sim.histograms import (
     request_tokens_buckets,
 )
 from llm_oncall.sim.kv import PrefixCache
-from llm_oncall.sim.request import DECODE, FINISHED, PREFILL, WAITING, Request, observe_finished
+from llm_oncall.sim.request import DECODE, FINISHED, PREFILL, WAITING, Queued, Request, observe_finished
 
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 
@@ -78,7 +78,9 @@ class Engine:
         self.now = start_time
         self.k = 0
         self.carry = 0.0
-        self.waiting: deque[Request] = deque()
+        # FCFS queue; a request never scheduled yet waits as a plain `Queued` tuple (no object, untracked by the
+        # cyclic GC) and becomes a Request when first admitted; preempted requests come back as Requests
+        self.waiting: deque[Request | Queued] = deque()
         self.waiting_tokens = 0
         self.running: dict[int, Request] = {}
         self.partial: Request | None = None
@@ -163,6 +165,17 @@ class Engine:
         self.waiting_tokens += r.prompt_len + r.gen_before
         return True
 
+    def submit_new(self, q: Queued) -> bool:
+        """`submit(Request(*q))` without building the Request until the scheduler admits it."""
+        limit = self.cfg.max_num_queued_reqs
+        if limit is not None and len(self.waiting) >= limit:
+            self.admission_rejections += 1
+            self.http_5xx += 1
+            return False
+        self.waiting.append(q)
+        self.waiting_tokens += q[2]
+        return True
+
     def tick(self, t0: float, t1: float) -> None:
         self.now = t1
         if self.frozen:
@@ -227,18 +240,23 @@ class Engine:
             if r is None:
                 if not waiting:
                     break
-                r = waiting[0]
-                arr_pos = (r.queued_at - t0) / st
+                head = waiting[0]
+                if isinstance(head, tuple):
+                    arr_pos = (head[1] - t0) / st
+                    total = head[2]
+                else:
+                    arr_pos = (head.queued_at - t0) / st
+                    total = head.prompt_len + head.gen_before
                 if arr_pos >= n:
                     break
                 n_run = len(running)
                 if n_run >= max_seqs:
                     break
-                total = r.prompt_len + r.gen_before
                 free = total_blocks - (self.sum_base + self.n_dec * (k0 + 1) - self.sum_kf + half * n_run) / bs
                 if (total + bs - 1) // bs > free:
                     break
                 waiting.popleft()
+                r = Request(*head) if isinstance(head, tuple) else head
                 self.waiting_tokens -= total
                 hit = self.cache.lookup(r.chain, total, r.system_len)
                 self.prefix_queries += total
@@ -380,7 +398,7 @@ class Engine:
 
     def abort_all(self, t: float) -> list[Request]:
         """The process died: every in-flight request is lost (the caller sees connection errors)."""
-        lost = list(self.running.values()) + list(self.waiting)
+        lost = list(self.running.values()) + [Request(*q) if isinstance(q, tuple) else q for q in self.waiting]
         for r in lost:
             r.state = FINISHED
             r.reason = "error"

@@ -49,6 +49,8 @@ def _le_strings(bounds: tuple[float, ...]) -> list[str]:
 
 
 _LE_CACHE: dict[tuple[float, ...], list[str]] = {}
+# "<name>_bucket{<labels>le="<le>"<labels>} " per (name, pre, post, bounds): bucket lines are built once
+_BUCKET_PREFIX: dict[tuple[str, str, str, tuple[float, ...]], list[str]] = {}
 
 
 def _les(bounds: tuple[float, ...]) -> list[str]:
@@ -86,8 +88,14 @@ class _Page:
         """`pre`/`post` are the label strings sorting before/after `le` (with their commas)."""
         self.head(name, "histogram", help_)
         lines = self.lines
-        for le, c in zip(_les(h.bounds), h.cumulative(), strict=True):
-            lines.append(f'{name}_bucket{{{pre}le="{le}"{post}}} {c}.0')
+        key = (name, pre, post, h.bounds)
+        prefixes = _BUCKET_PREFIX.get(key)
+        if prefixes is None:
+            if len(_BUCKET_PREFIX) > 4096:
+                _BUCKET_PREFIX.clear()
+            prefixes = [f'{name}_bucket{{{pre}le="{le}"{post}}} ' for le in _les(h.bounds)]
+            _BUCKET_PREFIX[key] = prefixes
+        lines.extend([f"{prefix}{c}.0" for prefix, c in zip(prefixes, h.cumulative(), strict=True)])
         lab = (pre + post.lstrip(",")).rstrip(",")
         sel = f"{{{lab}}}" if lab else ""
         lines.append(f"{name}_count{sel} {h.count}.0")

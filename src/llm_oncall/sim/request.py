@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from llm_oncall.sim.engine import Engine
 
 WAITING, PREFILL, DECODE, FINISHED = 0, 1, 2, 3
+# Request(*q) arguments of a request that has not been scheduled yet:
+# (rid, arrival, prompt_len, out_len, max_tokens, chain, system_len, client, tag)
+Queued = tuple[int, float, int, int, int, int, int, int, int]
 
 
 class Request:

@@ -49,6 +49,10 @@ class Router:
         if not endpoints:
             return None
         policy = self.policy
+        if policy == "sticky" and version >= 0 and version == self._version:
+            memo: E | None = self._sticky.get(chain)  # the common case, checked first
+            if memo is not None:
+                return memo
         if policy == "length_pools":
             want_long = prompt_len > self.long_threshold
             pool = [e for e in endpoints if e.long_pool == want_long]
