@@ -48,6 +48,9 @@ class Autopilot:
 
     def step(self, at: float | None = None) -> Diagnosis:
         snap = self.store.snapshot(at=at, window_s=self.window_s)
+        if at is None:
+            # Live: targets that left discovery long ago (replaced pods) are only memory now.
+            self.store.prune(snap.t - HISTORY * self.interval_s)
         if self.snapshots and self.snapshots[-1].t == snap.t:
             self.snapshots.pop()
             self.features.pop()

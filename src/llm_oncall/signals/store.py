@@ -44,6 +44,14 @@ class Store:
             self.targets[target.name] = target
         series.add(Scrape(obs.t, obs.page, obs.error))
 
+    def prune(self, before: float) -> int:
+        """Forget targets with no scrape since `before` (bounded memory for long live runs)."""
+        gone = [n for n, s in self.series.items() if not s.scrapes or s.scrapes[-1].t < before]
+        for name in gone:
+            del self.series[name]
+            del self.targets[name]
+        return len(gone)
+
     def times(self) -> list[float]:
         """Distinct scrape times of vLLM targets, ascending (the replay clock)."""
         ts: set[float] = set()
@@ -66,8 +74,14 @@ class Store:
         gpus: list[GpuSnapshot] = []
         extra: dict[str, dict[Labels, float]] = {}
         derived: list[Event] = []
+        forget_before = end - FORGET_AFTER_INTERVALS * self.interval_s
         for name in sorted(self.series):
             series = self.series[name]
+            last = series.latest(end)
+            if last is None or last.t < forget_before:
+                # Not (or no longer) in service discovery: a scaled-down or replaced pod is gone, not down.
+                # A target that is down still yields failed scrapes and stays in the snapshot.
+                continue
             kind = self.targets[name].kind
             if kind == "vllm":
                 pods.append(pod_snapshot(series, end, window, stale_after))
@@ -88,6 +102,10 @@ class Store:
             events=events,
             extra=extra,
         )
+
+
+FORGET_AFTER_INTERVALS = 4.0
+"""A target with no scrape at all (not even a failed one) for this many intervals has left discovery."""
 
 
 def counter_rates(series: TargetSeries, end: float, window_s: float) -> dict[str, dict[Labels, float]]:
