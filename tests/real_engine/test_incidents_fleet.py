@@ -116,6 +116,10 @@ def test_startup_crash_loop(vllm_python: Path, tiny_model_dir: Path, tmp_path: P
     assert {x.incident for x in live.ticks} <= {None, "healthy"}, fleet_trace(live.ticks, CRASH_FEATURES)
     why = next(r.why for r in d.ruled_out if r.incident == "cuda-graph-crash")
     assert "log_cuda_graph_crash" in why, why
+    # ...but it does not sound sure of "healthy" with a pod down and a start-up error in the logs.
+    if d.incident == "healthy":
+        assert d.confidence <= 0.3 and "not answering" in d.summary, d.summary
+        assert any(e.signal == "evidence:vllm_startup_error" for e in d.evidence), d.evidence
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -318,10 +318,11 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
         labels["rollout"] = rollouts[-1].detail
 
     # Pod vs the median of its peers (needs ≥ 3 pods to have peers).  Means, not p99s: a
-    # 30-second p99 of one pod rests on a handful of requests and flaps.
+    # 30-second p99 of one pod rests on a handful of requests and flaps.  Inter-token latency, not
+    # TTFT: a slow GPU slows every step, while one pod's TTFT also moves with the prompts it drew.
     outliers: set[str] = set()
     if len(up) >= 3:
-        for key in ("itl", "ttft"):
+        for key in ("itl",):
             means = {p.name: m for p in up if key in p.histograms and p.histograms[key].count >= 5
                      and (m := p.histograms[key].mean) is not None}
             if len(means) < 3:
