@@ -70,6 +70,7 @@ TargetsFileOpt = Annotated[list[Path], typer.Option("--targets-file", help="Prom
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
+REPLAY_SCRAPES_KEPT = 1_000_000  # a recorded history is stepped through from its start: keep all of it
 RunbooksOpt = Annotated[list[Path], typer.Option("--runbooks", help="Directory of runbooks that add or override.")]
 LangOpt = Annotated[str, typer.Option("--lang", help="Report language: en or zh.")]
 
@@ -141,12 +142,12 @@ def diagnose(
     try:
         if replay is not None:
             rs = ReplaySource(replay)
-            pilot = Autopilot(rs.interval_s, registry, lang, window)
+            pilot = Autopilot(rs.interval_s, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
             pilot.add_findings([classify_file(f) for f in logs])
             diagnosis = _replay(pilot, rs.collect())
         elif prometheus is not None:
             ps = PrometheusSource(prometheus, selector, window_s=max(window or 0, 40 * interval), step_s=interval)
-            pilot = Autopilot(interval, registry, lang, window)
+            pilot = Autopilot(interval, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
             pilot.add_findings([classify_file(f) for f in logs])
             diagnosis = _replay(pilot, ps.collect())
         else:

@@ -19,16 +19,19 @@ from llm_oncall.signals.store import Store
 
 HISTORY = 80
 LOG_TAIL = 400
+LIVE_SCRAPES_KEPT = 40
+"""Raw scrapes kept per target when live: windows span 2 scrapes and baselines live in the Snapshot
+history, so 40 scrapes (10 minutes at 15 s) bound the heartbeat look-back and memory."""
 
 
 class Autopilot:
     def __init__(self, interval_s: float = 15.0, registry: Registry | None = None, lang: str = "en",
-                 window_s: float | None = None) -> None:
+                 window_s: float | None = None, scrapes_kept: int = LIVE_SCRAPES_KEPT) -> None:
         self.interval_s = interval_s
         self.registry = registry or load_registry()
         self.lang = lang
         self.window_s = window_s or 2 * interval_s
-        self.store = Store(interval_s=interval_s)
+        self.store = Store(interval_s=interval_s, capacity=scrapes_kept)
         self.snapshots: deque[Snapshot] = deque(maxlen=HISTORY)
         self.features: deque[Features] = deque(maxlen=HISTORY)
         self.findings: dict[str, Finding] = {}
