@@ -18,6 +18,15 @@ ACTIONS = (
 _ID = re.compile(r"^[a-z][a-z0-9-]{1,63}$")
 
 
+def _condition(text: str) -> str:
+    """A condition must parse; pydantic reports the ValueError with its location."""
+    try:
+        compile_expr(text)
+    except ExprError as exc:
+        raise ValueError(str(exc)) from exc
+    return text
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -41,11 +50,7 @@ class Clause(_Model):
     @field_validator("when")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        try:
-            compile_expr(v)
-        except ExprError as exc:
-            raise ValueError(str(exc)) from exc
-        return v
+        return _condition(v)
 
     @property
     def expr(self) -> Expr:
@@ -89,12 +94,7 @@ class RootCause(_Model):
     @field_validator("when")
     @classmethod
     def _compiles(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                compile_expr(v)
-            except ExprError as exc:
-                raise ValueError(str(exc)) from exc
-        return v
+        return None if v is None else _condition(v)
 
 
 class Runbook(_Model):
@@ -127,12 +127,7 @@ class Runbook(_Model):
     @field_validator("alert")
     @classmethod
     def _alert(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                compile_expr(v)
-            except ExprError as exc:
-                raise ValueError(str(exc)) from exc
-        return v
+        return None if v is None else _condition(v)
 
     @model_validator(mode="after")
     def _no_self_lookalike(self) -> Runbook:
