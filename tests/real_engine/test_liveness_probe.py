@@ -18,7 +18,7 @@ pytestmark = pytest.mark.real_engine
 
 STALL_S = 4.0
 INTERVAL_S = 1.0
-SLACK_S = 1.5  # thread scheduling on a busy 2-core machine
+SLACK_S = 3.0  # wall-clock slack: the server's last stats flush and thread scheduling on a busy 2-core machine
 
 
 def _livez(sidecar: LivenessSidecar) -> tuple[int, dict[str, Any]]:
@@ -56,7 +56,9 @@ def test_livez_follows_forward_progress(vllm_server: VllmServer) -> None:
                         assert took <= STALL_S + INTERVAL_S + SLACK_S, body
                         time.sleep(0.2)
                     assert body["status"] == "stalled" and body["running"] > 0, body
-                    assert body["seconds_since_progress"] >= STALL_S
+                    # The probe's own accounting obeys the bound exactly: stalled once the heartbeat has
+                    # been flat for the stall time, measured in scrape slots.
+                    assert STALL_S <= body["seconds_since_progress"] <= STALL_S + INTERVAL_S, body
                 finally:
                     vllm_server.thaw()
                 deadline = time.monotonic() + 2 * INTERVAL_S + SLACK_S
