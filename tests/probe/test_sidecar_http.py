@@ -70,7 +70,8 @@ def test_engine_hang_turns_livez_503_within_stall_plus_one_interval(
             if r.status_code == 503:
                 failed_at = time.monotonic()
                 break
-            assert r.json()["status"] == "ok", r.json()
+            # before traffic reaches the pod it is idle; either way it is 200 until the freeze
+            assert r.json()["status"] in ("ok", "idle", "starting"), r.json()
             assert not frozen_at or time.monotonic() - frozen_at[0] < stall + interval + 1.0
             time.sleep(0.02)
         th.join(timeout=5)
