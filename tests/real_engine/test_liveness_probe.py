@@ -18,7 +18,12 @@ pytestmark = pytest.mark.real_engine
 
 STALL_S = 4.0
 INTERVAL_S = 1.0
-SLACK_S = 3.0  # wall-clock slack: the server's last stats flush and thread scheduling on a busy 2-core machine
+# Wall-clock slack from SIGSTOP to 503: after the engine core stops, the API server still drains the step
+# outputs already queued to it for a few seconds (the heartbeat keeps moving on /metrics), and threads are
+# scheduled late on a busy 2-core host (measured 5.0 s on a warm server, 6.7–11.2 s under load or on a cold
+# one). The probe's own bound — stalled within stall + one scrape after the last step it saw — is asserted
+# exactly below; this wall-clock bound only proves the 503 comes in bounded time.
+SLACK_S = 15.0
 
 
 def _livez(sidecar: LivenessSidecar) -> tuple[int, dict[str, Any]]:
