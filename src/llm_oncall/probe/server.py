@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from llm_oncall.httpserve import send
 from llm_oncall.probe.liveness import STATUSES, LivenessConfig, LivenessTracker, Verdict
 from llm_oncall.signals.source import parse_for
 
@@ -224,14 +225,7 @@ def _handler(sidecar: LivenessSidecar) -> type[BaseHTTPRequestHandler]:
                 self._send(404, "text/plain; charset=utf-8", b"not found: try /livez or /metrics\n")
 
         def _send(self, code: int, ctype: str, data: bytes) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            try:
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout): fine
-                self.close_connection = True
+            send(self, code, ctype, data)
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # kubelet probes every few seconds; access logs would drown real output

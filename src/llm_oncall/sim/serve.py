@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from llm_oncall.httpserve import send
 from llm_oncall.sim.fleet import Fleet
 from llm_oncall.sim.pods import READY
 
@@ -352,15 +353,7 @@ def _handler_class(route: Handler, server: SimServer) -> type[BaseHTTPRequestHan
             self._send(result)
 
         def _send(self, result: tuple[int, str, bytes]) -> None:
-            code, ctype, data = result
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            try:
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout): fine
-                self.close_connection = True
+            send(self, *result)
 
         def do_GET(self) -> None:
             self._serve("GET")
