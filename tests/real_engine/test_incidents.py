@@ -238,9 +238,13 @@ def _capture(server: VllmServer, out: Path, duration_s: float) -> subprocess.Pop
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def _wait_for_pages(out: Path, n: int, timeout_s: float) -> None:
+def _wait_for_pages(capture: subprocess.Popen[bytes], out: Path, n: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while len(list(out.glob("tiny/*.prom"))) < n:
+        if capture.poll() is not None:
+            stdout, stderr = capture.communicate()
+            raise AssertionError(f"capture exited with {capture.returncode} before writing {n} page(s):\n"
+                                 f"{stdout.decode(errors='replace')}\n{stderr.decode(errors='replace')}")
         assert time.monotonic() < deadline, f"capture wrote no page to {out} in {timeout_s}s"
         time.sleep(0.1)
 
@@ -256,7 +260,7 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
     try:
         with running_load(vllm_server, clients, max_requests=40) as load:
             capture = _capture(vllm_server, bundle, capture_s)
-            _wait_for_pages(bundle, 1, timeout_s=30)
+            _wait_for_pages(capture, bundle, 1, timeout_s=30)
             # Progress first: requests running, the heartbeat moving, and no engine-hang.
             for _ in range(8):
                 tick = live.tick()

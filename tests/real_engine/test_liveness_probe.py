@@ -1,5 +1,6 @@
 """The forward-progress probe on a real vLLM server: an idle server and an overloaded one stay 200, a frozen
-engine turns /livez 503 within stall + one scrape, and resuming it turns /livez 200 again."""
+worker turns /livez 503 within stall + one scrape of the last engine step /metrics showed, and resuming it turns
+/livez 200 again."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ pytestmark = pytest.mark.real_engine
 
 STALL_S = 4.0
 INTERVAL_S = 1.0
-# Wall-clock slack from SIGSTOP to 503: after the engine core stops, the API server still drains the step
-# outputs already queued to it for a few seconds (the heartbeat keeps moving on /metrics), and threads are
-# scheduled late on a busy 2-core host (measured 5.0 s on a warm server, 6.7–11.2 s under load or on a cold
-# one). The probe's own bound — stalled within stall + one scrape after the last step it saw — is asserted
-# exactly below; this wall-clock bound only proves the 503 comes in bounded time.
-SLACK_S = 15.0
+# The probe sees engine steps through the API server's /metrics, which records a step only when it has processed
+# that step's outputs. On a busy 2-core host the API server can fall seconds behind the engine, so after SIGSTOP
+# the heartbeat on /metrics keeps moving while the API server drains what is already queued (measured 0–20 s).
+# The bound the probe owes is therefore counted from the last step /metrics showed; SCHED_S covers this test's
+# own polling period and thread scheduling. DRAIN_CAP_S only proves the 503 comes in bounded wall time.
+SCHED_S = 1.5
+DRAIN_CAP_S = 60.0
+STEPS = "vllm:iteration_tokens_total_count"
 
 
 def _livez(sidecar: LivenessSidecar) -> tuple[int, dict[str, Any]]:
@@ -41,36 +44,52 @@ def test_livez_follows_forward_progress(vllm_server: VllmServer) -> None:
             time.sleep(3 * INTERVAL_S)
             code, body = _livez(sidecar)
             assert (code, body["status"]) == (200, "idle"), body
-            load = start_load(vllm_server, requests=24, max_tokens=600)  # more than max-num-seqs: a queue
+            # Each request grows to ~29 of the 39 KV blocks: few run, the rest queue (and get preempted).
+            load = start_load(vllm_server, requests=12, max_tokens=900)
             try:
-                overloaded = False
-                for _ in range(12):
+                overloaded = 0
+                seen: list[tuple[str, float | None, float | None]] = []
+                for _ in range(20):
                     time.sleep(0.5)
                     code, body = _livez(sidecar)
                     assert code == 200, body  # saturated but stepping is never stalled
-                    overloaded |= body["status"] == "ok" and (body["waiting"] or 0) > 0
-                assert overloaded, "the server never showed a queue"
-                vllm_server.freeze("engine")
+                    seen.append((body["status"], body["running"], body["waiting"]))
+                    overloaded += body["status"] == "ok" and (body["waiting"] or 0) > 0
+                    if overloaded >= 4:
+                        break
+                assert overloaded >= 4, f"the server never showed a queue: {seen}"
+                vllm_server.freeze("worker")
                 frozen_at = time.monotonic()
+                steps, moved_at = vllm_server.scrape()[STEPS], frozen_at
                 try:
                     while True:
                         code, body = _livez(sidecar)
-                        took = time.monotonic() - frozen_at
+                        now = time.monotonic()
                         if code == 503:
                             break
-                        assert took <= STALL_S + INTERVAL_S + SLACK_S, body
+                        assert now - frozen_at <= DRAIN_CAP_S, (steps, moved_at - frozen_at, str(body))
+                        latest = vllm_server.scrape()[STEPS]
+                        if latest != steps:
+                            steps, moved_at = latest, time.monotonic()
                         time.sleep(0.2)
+                    print(f"\n[livez] 503 after {now - frozen_at:.1f}s from SIGSTOP, {now - moved_at:.1f}s from "
+                          f"the last step on /metrics ({moved_at - frozen_at:.1f}s drain)")
                     assert body["status"] == "stalled" and body["running"] > 0, body
-                    # The probe's own accounting obeys the bound exactly: stalled once the heartbeat has
-                    # been flat for the stall time, measured in scrape slots.
+                    assert now - moved_at <= STALL_S + INTERVAL_S + SCHED_S, (now - moved_at, body)
+                    # The probe's own accounting: stalled once the heartbeat has been flat for the stall time,
+                    # counted in scrape slots.
                     assert STALL_S <= body["seconds_since_progress"] <= STALL_S + INTERVAL_S, body
                 finally:
                     vllm_server.thaw()
-                deadline = time.monotonic() + 2 * INTERVAL_S + SLACK_S
-                while _livez(sidecar)[0] != 200:
-                    assert time.monotonic() < deadline, "/livez did not recover after the engine resumed"
+                deadline = time.monotonic() + 2 * INTERVAL_S + SCHED_S
+                while True:
+                    code, body = _livez(sidecar)
+                    if code == 200:
+                        break
+                    assert time.monotonic() < deadline, f"/livez did not recover after the worker resumed: {body}"
                     time.sleep(0.2)
             finally:
                 load.join(180)
+            assert not load.errors(), load.errors()
     finally:
         close()

@@ -467,11 +467,15 @@ class VllmServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def start(self) -> None:
         if self._proc is not None:
             raise RuntimeError("already started")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_file = self.log_path.open("wb")
+        self._log_file = self.log_path.open("ab")  # a restarted server keeps its earlier log
         t0 = time.monotonic()
         try:
             self._proc = subprocess.Popen(
