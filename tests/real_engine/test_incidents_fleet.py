@@ -118,7 +118,8 @@ def test_startup_crash_loop(vllm_python: Path, tiny_model_dir: Path, tmp_path: P
     assert "log_cuda_graph_crash" in why, why
     # ...but it does not sound sure of "healthy" with a pod down and a start-up error in the logs.
     if d.incident == "healthy":
-        assert d.confidence <= 0.3 and "not answering" in d.summary, d.summary
+        assert d.confidence <= 0.3 and f"1 pod(s) crash-looping ({name})" in d.summary, d.summary
+        assert "the log says: User-specified max_model_len (100000)" in d.summary, d.summary
         assert any(e.signal == "evidence:vllm_startup_error" for e in d.evidence), d.evidence
 
 

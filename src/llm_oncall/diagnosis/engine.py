@@ -218,11 +218,17 @@ def _healthy(feats: Features, registry: Registry, books: Sequence[Runbook], lang
                      for f in feats.findings if not f.benign)
     if down or evidence:
         # Nothing matched, but something is visibly off: say so, and do not sound sure.
+        crashloop = tuple(feats.pod_sets.get("crashloop", ()))
         what = [f"{down} pod(s) not answering /metrics"] if down else []
+        if crashloop:
+            what = [f"{len(crashloop)} pod(s) crash-looping ({', '.join(crashloop[:3])})"] + (
+                [f"{down - len(crashloop)} more not answering /metrics"] if down > len(crashloop) else [])
         what += [f"{len(evidence)} non-benign log finding(s)"] if evidence else []
+        errors = [str(f.facts["error"]) for f in feats.findings if not f.benign and f.facts.get("error")]
+        said = f"; the log says: {errors[-1][:160]}" if errors else ""
         return Diagnosis(
             incident="healthy", confidence=0.3,
-            summary=f"No runbook matches, but {' and '.join(what)}: check the evidence before closing",
+            summary=f"No runbook matches, but {' and '.join(what)}{said}: check the evidence before closing",
             t=feats.t, scope_pods=tuple(feats.pod_sets.get("down", ())), evidence=evidence, ruled_out=ruled,
             runbook=rb.id if rb else None, title=title)
     return Diagnosis(
