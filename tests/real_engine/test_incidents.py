@@ -31,17 +31,11 @@ from llm_oncall.signals.scrape import ScrapeSource
 from llm_oncall.signals.source import Target
 from llm_oncall.sim import Fleet, FleetConfig
 
-from .vllm_env import VllmServer, sample_sums
+from .vllm_env import KV, PREEMPT, RUNNING, STEPS, WAITING, VllmServer, sample_sums
 
 pytestmark = pytest.mark.real_engine
 
 INTERVAL = 2.0
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-KV = "vllm:kv_cache_usage_perc"
-GEN = "vllm:generation_tokens_total"
-STEPS = "vllm:iteration_tokens_total_count"
-PREEMPT = "vllm:num_preemptions_total"
 SHORT_PROMPT = "the water is long and"  # 5 tokens
 LONG_PROMPT = " ".join(["the water is long and people find the way"] * 6)  # 54 tokens
 

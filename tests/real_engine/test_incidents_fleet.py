@@ -35,8 +35,8 @@ from .fleet import (
     fleet_trace,
     server_pair,
 )
-from .test_incidents import KV, RUNNING, WAITING, Client, Live, Load
-from .vllm_env import VllmServer
+from .test_incidents import Client, Live, Load
+from .vllm_env import KV, RUNNING, WAITING, VllmServer
 
 pytestmark = pytest.mark.real_engine
 __all__ = ["server_pair"]  # the module-scoped fixture, used by the tests below

@@ -11,18 +11,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .vllm_env import VllmServer, sample_sums, start_load
+from .vllm_env import GEN, KV, PREEMPT, RUNNING, STEPS, WAITING, VllmServer, sample_sums, start_load
 
 pytestmark = pytest.mark.real_engine
 
 DATA_DIR = Path(__file__).parent / "data"
 GOLDEN_LOADED = DATA_DIR / "vllm-cpu-loaded.prom"
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-KV = "vllm:kv_cache_usage_perc"
-GEN = "vllm:generation_tokens_total"
-STEPS = "vllm:iteration_tokens_total_count"
-PREEMPT = "vllm:num_preemptions_total"
 LONG_PROMPT = " ".join(["the water is long and people find the way"] * 6)  # 54 tokens
 
 

@@ -653,7 +653,7 @@ class VllmServer:
         deadline = time.monotonic() + timeout_s
         while True:
             m = self.scrape()
-            if m.get("vllm:num_requests_running", 0) == 0 and m.get("vllm:num_requests_waiting", 0) == 0:
+            if m.get(RUNNING, 0) == 0 and m.get(WAITING, 0) == 0:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"server not idle after {timeout_s}s: {m}")
@@ -674,6 +674,15 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 # --------------------------------------------------------------------------------------------------------------
 # metrics and load
+
+
+# Sample names read by the tests (summed over label sets by ``sample_sums``).
+RUNNING = "vllm:num_requests_running"
+WAITING = "vllm:num_requests_waiting"
+KV = "vllm:kv_cache_usage_perc"
+GEN = "vllm:generation_tokens_total"
+STEPS = "vllm:iteration_tokens_total_count"  # one observation per engine step: the heartbeat
+PREEMPT = "vllm:num_preemptions_total"
 
 
 def sample_sums(text: str) -> dict[str, float]:

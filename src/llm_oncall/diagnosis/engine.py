@@ -213,18 +213,18 @@ def _healthy(feats: Features, registry: Registry, books: Sequence[Runbook], lang
     enough = (feats.get("history_len") or 0) >= 5
     title = rb.title.get(lang) if rb else "Healthy"
     down = int(feats.get("pods_down") or 0)
+    findings = [f for f in feats.findings if not f.benign]
     evidence = tuple(EvidenceItem(f"evidence:{f.kind}", f.confidence, None, f.file,
                                   f"{f.kind}: " + ", ".join(f"{k}={v}" for k, v in list(f.facts.items())[:3]))
-                     for f in feats.findings if not f.benign)
+                     for f in findings)
     if down or evidence:
         # Nothing matched, but something is visibly off: say so, and do not sound sure.
         crashloop = tuple(feats.pod_sets.get("crashloop", ()))
-        what = [f"{down} pod(s) not answering /metrics"] if down else []
-        if crashloop:
-            what = [f"{len(crashloop)} pod(s) crash-looping ({', '.join(crashloop[:3])})"] + (
-                [f"{down - len(crashloop)} more not answering /metrics"] if down > len(crashloop) else [])
+        silent = down - len(crashloop)  # down without a restart seen
+        what = [f"{len(crashloop)} pod(s) crash-looping ({', '.join(crashloop[:3])})"] if crashloop else []
+        what += [f"{silent} {'more' if crashloop else 'pod(s)'} not answering /metrics"] if silent > 0 else []
         what += [f"{len(evidence)} non-benign log finding(s)"] if evidence else []
-        errors = [str(f.facts["error"]) for f in feats.findings if not f.benign and f.facts.get("error")]
+        errors = [str(f.facts["error"]) for f in findings if f.facts.get("error")]
         said = f"; the log says: {errors[-1][:160]}" if errors else ""
         return Diagnosis(
             incident="healthy", confidence=0.3,
