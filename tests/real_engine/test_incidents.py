@@ -239,7 +239,11 @@ def _wait_for_pages(capture: subprocess.Popen[bytes], out: Path, n: int, timeout
             stdout, stderr = capture.communicate()
             raise AssertionError(f"capture exited with {capture.returncode} before writing {n} page(s):\n"
                                  f"{stdout.decode(errors='replace')}\n{stderr.decode(errors='replace')}")
-        assert time.monotonic() < deadline, f"capture wrote no page to {out} in {timeout_s}s"
+        if time.monotonic() > deadline:
+            capture.kill()
+            stdout, stderr = capture.communicate()
+            raise AssertionError(f"capture wrote no page to {out} in {timeout_s}s:\n"
+                                 f"{stdout.decode(errors='replace')}\n{stderr.decode(errors='replace')[-3000:]}")
         time.sleep(0.1)
 
 
@@ -248,13 +252,15 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
     clients = [Client(SHORT_PROMPT, 1000)] * 4
     warm_up(vllm_server, clients)
     live = Live(vllm_server)
-    capture_s = 10 * INTERVAL
+    capture_s = 12 * INTERVAL
     capture: subprocess.Popen[bytes] | None = None
     t_freeze = t_diag = t_seen = t_recovered = None
     try:
+        # The capture CLI starts before the load: on a busy 2-core host a new interpreter (which may compile the
+        # package from source) can starve for half a minute behind the engine and the load threads.
+        capture = _capture(vllm_server, bundle, capture_s)
+        _wait_for_pages(capture, bundle, 1, timeout_s=30)
         with running_load(vllm_server, clients, max_requests=40) as load:
-            capture = _capture(vllm_server, bundle, capture_s)
-            _wait_for_pages(capture, bundle, 1, timeout_s=30)
             # Progress first: requests running, the heartbeat moving, and no engine-hang.
             for _ in range(8):
                 tick = live.tick()
