@@ -83,3 +83,9 @@ def start_vllm_server(vllm_python: Path, tiny_model_dir: Path, tmp_path: Path) -
     finally:
         for server in reversed(started):
             server.stop()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Print why a test failed before its retry (``--reruns``): the rerun plugin only lists the test's name."""
+    if report.outcome == "rerun":
+        sys.stderr.write(f"\n[first attempt of {report.nodeid} failed]\n{report.longreprtext[-6000:]}\n")
