@@ -58,7 +58,8 @@ def test_livez_follows_forward_progress(vllm_server: VllmServer) -> None:
                     overloaded += body["status"] == "ok" and (body["waiting"] or 0) > 0
                     if overloaded >= 4:
                         break
-                assert overloaded >= 4, f"the server never showed a queue: {seen}"
+                assert overloaded >= 4, (f"the server never showed a queue: {seen}; "
+                                         f"{len(load.results)} requests done, errors {load.errors()[:2]}")
                 vllm_server.freeze("worker")
                 frozen_at = time.monotonic()
                 steps, moved_at = vllm_server.scrape()[STEPS], frozen_at
