@@ -1,4 +1,4 @@
-"""Direct scraping of /metrics endpoints: concurrent, per-target timeout, failures recorded."""
+"""Direct scraping of /metrics endpoints: concurrent, a whole-scrape timeout per target, failures recorded."""
 
 from __future__ import annotations
 
@@ -47,15 +47,33 @@ class ScrapeSource:
     async def _one(self, client: httpx.AsyncClient, target: Target, now: float) -> Observation:
         assert target.url is not None
         try:
-            resp = await client.get(target.url)
-            if resp.status_code != 200:
-                return Observation(target, now, None, f"HTTP {resp.status_code}")
-            if len(resp.content) > MAX_PAGE_BYTES:
-                return Observation(target, now, None, f"page larger than {MAX_PAGE_BYTES} bytes")
-            text = resp.text
-        except httpx.TimeoutException:
+            # The timeout is for the whole scrape, as Prometheus' scrape_timeout: httpx's own timeouts bound each
+            # read, and a server that trickles a page, or answers 20 s late, must still fail this round.
+            async with asyncio.timeout(self.timeout_s):
+                status, body = await self._fetch(client, target.url)
+        except (httpx.TimeoutException, TimeoutError):
             return Observation(target, now, None, f"timeout after {self.timeout_s:g}s")
         except httpx.HTTPError as exc:
             return Observation(target, now, None, f"{type(exc).__name__}: {exc}"[:300])
+        if status != 200:
+            return Observation(target, now, None, f"HTTP {status}")
+        if body is None:
+            return Observation(target, now, None, f"page larger than {MAX_PAGE_BYTES} bytes")
+        text = body.decode("utf-8", errors="replace")
         page = parse_for(target.kind, text)
         return Observation(target, now, page, None, text if self.keep_text else None)
+
+    @staticmethod
+    async def _fetch(client: httpx.AsyncClient, url: str) -> tuple[int, bytes | None]:
+        """Status and body; the body is None past MAX_PAGE_BYTES (read no further than that)."""
+        async with client.stream("GET", url) as resp:
+            if resp.status_code != 200:
+                return resp.status_code, b""
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_PAGE_BYTES:
+                    return resp.status_code, None
+                chunks.append(chunk)
+            return resp.status_code, b"".join(chunks)

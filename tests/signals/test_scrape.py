@@ -1,0 +1,114 @@
+"""ScrapeSource against a real HTTP server on 127.0.0.1: pages, failures, and the whole-scrape timeout."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from llm_oncall.signals import scrape
+from llm_oncall.signals.scrape import ScrapeSource
+from llm_oncall.signals.source import Target
+
+PAGE = b"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 7.0\n"
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _head(self, status: int = 200, length: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        if length is not None:
+            self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        if self.path == "/metrics":
+            self._head(length=len(PAGE))
+            self.wfile.write(PAGE)
+        elif self.path == "/error":
+            self._head(500, 0)
+        elif self.path == "/trickle":
+            # Each byte arrives well inside httpx's per-read timeout; the whole page takes 6 s.
+            self._head(length=len(PAGE))
+            for i in range(len(PAGE)):
+                self.wfile.write(PAGE[i : i + 1])
+                self.wfile.flush()
+                time.sleep(6.0 / len(PAGE))
+        elif self.path == "/huge":
+            size = scrape.MAX_PAGE_BYTES + 1
+            self._head(length=size)
+            chunk = b"#" * 65536
+            sent = 0
+            try:
+                while sent < size:
+                    n = min(len(chunk), size - sent)
+                    self.wfile.write(chunk[:n])
+                    sent += n
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the scraper stopped reading: what the test wants
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _one(url: str, timeout_s: float = 5.0) -> tuple[str | None, float | None]:
+    batch = ScrapeSource([Target("p", url)], timeout_s=timeout_s, keep_text=True).collect()
+    obs = batch.observations[0]
+    waiting = None
+    if obs.page is not None:
+        waiting = sum(s.value for s in obs.page.get("vllm:num_requests_waiting"))
+    return obs.error, waiting
+
+
+def test_page_is_parsed_and_kept(server: str) -> None:
+    batch = ScrapeSource([Target("p", f"{server}/metrics")], keep_text=True).collect()
+    obs = batch.observations[0]
+    assert obs.error is None and obs.text == PAGE.decode()
+    assert _one(f"{server}/metrics") == (None, 7.0)
+
+
+def test_http_error_is_recorded(server: str) -> None:
+    assert _one(f"{server}/error") == ("HTTP 500", None)
+
+
+def test_refused_connection_is_recorded() -> None:
+    error, page = _one(f"http://127.0.0.1:{_free_port()}/metrics")
+    assert page is None and error is not None and error.startswith("ConnectError")
+
+
+def test_timeout_covers_the_whole_scrape(server: str) -> None:
+    t0 = time.monotonic()
+    error, page = _one(f"{server}/trickle", timeout_s=1.0)
+    elapsed = time.monotonic() - t0
+    assert (error, page) == ("timeout after 1s", None)
+    assert elapsed < 4.0  # the page needs 6 s; each byte alone would satisfy a per-read timeout
+
+
+def test_oversized_page_is_refused(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scrape, "MAX_PAGE_BYTES", 1_000_000)
+    error, page = _one(f"{server}/huge")
+    assert (error, page) == ("page larger than 1000000 bytes", None)
