@@ -86,35 +86,46 @@ def test_completions_are_deterministic(vllm_server: VllmServer) -> None:
     assert chat.json()["choices"][0]["message"]["role"] == "assistant"
 
 
+def _brief(m: dict[str, float]) -> dict[str, float]:
+    return {k.removeprefix("vllm:"): m.get(k, -1.0) for k in (RUNNING, WAITING, GEN, STEPS)}
+
+
 @pytest.mark.parametrize("target", ["engine", "worker"])
 def test_freeze_gives_hang_signature(vllm_server: VllmServer, target: str) -> None:
     vllm_server.wait_idle()
     base = vllm_server.scrape()
-    load = start_load(vllm_server, requests=4, max_tokens=1000, timeout_s=120)
+    # 6 × 800 tokens: thousands of engine steps (the 39-block pool holds one full-length request, the others wait
+    # or are preempted), far longer than the few seconds to the freeze even on a fast idle host.
+    max_tokens = 800
+    load = start_load(vllm_server, requests=6, max_tokens=max_tokens, timeout_s=240)
     try:
-        wait_for(
+        seen = wait_for(
             vllm_server,
             lambda m: m[RUNNING] > 0 and m[GEN] > base[GEN] + 20,
             timeout_s=30,
             what="requests running and tokens advancing",
         )
         with vllm_server.frozen(target):  # type: ignore[arg-type]
+            done_at_freeze = len(load.results)
             time.sleep(1.0)  # let the last step's stats reach the API server
             scrapes = []
             for _ in range(3):
                 scrapes.append(vllm_server.scrape())
                 assert vllm_server.health_status() == 200
                 time.sleep(1.0)
-            assert all(m[RUNNING] > 0 for m in scrapes), scrapes
-            assert len({m[GEN] for m in scrapes}) == 1, scrapes
-            assert len({m[STEPS] for m in scrapes}) == 1, scrapes
+            brief = {"before": _brief(seen), "frozen": [_brief(m) for m in scrapes],
+                     "finished_at_freeze": f"{done_at_freeze}/{load.requests}"}
+            assert done_at_freeze < load.requests, brief
+            assert all(m[RUNNING] > 0 for m in scrapes), brief
+            assert len({m[GEN] for m in scrapes}) == 1, brief
+            assert len({m[STEPS] for m in scrapes}) == 1, brief
         frozen_tokens = scrapes[-1][GEN]
         wait_for(vllm_server, lambda m: m[GEN] > frozen_tokens, timeout_s=30, what="tokens advancing after thaw")
     finally:
         vllm_server.thaw()
         results = load.join()
     assert not load.errors(), load.errors()
-    assert all(r["usage"]["completion_tokens"] == 1000 for r in results if isinstance(r, dict))
+    assert all(r["usage"]["completion_tokens"] == max_tokens for r in results if isinstance(r, dict))
     vllm_server.wait_idle()
 
 
