@@ -22,6 +22,11 @@ LOG_TAIL = 400
 LIVE_SCRAPES_KEPT = 40
 """Raw scrapes kept per target when live: windows span 2 scrapes and baselines live in the Snapshot
 history, so 40 scrapes (10 minutes at 15 s) bound the heartbeat look-back and memory."""
+LIVE_EVENTS_KEPT_S = 3600.0
+"""Cluster events kept when live.  The diagnosis looks back at most 30 minutes (rollouts; config changes
+15 minutes, restarts 4 scrapes); "has this down pod ever restarted" needs only each known pod's latest
+restart, which the store keeps regardless of age.  Without this the event list grew for the whole run and
+every Snapshot (HISTORY of them) carried all of it."""
 
 
 class Autopilot:
@@ -52,8 +57,14 @@ class Autopilot:
     def step(self, at: float | None = None) -> Diagnosis:
         snap = self.store.snapshot(at=at, window_s=self.window_s)
         if at is None:
-            # Live: targets that left discovery long ago (replaced pods) are only memory now.
-            self.store.prune(snap.t - HISTORY * self.interval_s)
+            # Live: targets that left discovery long ago (replaced pods) are only memory now, and so are
+            # events older than any look-back.
+            gone = self.store.prune(snap.t - HISTORY * self.interval_s, snap.t - LIVE_EVENTS_KEPT_S)
+            if gone:
+                # Their log tails (no more lines will come); their findings stay, as they feed the diagnosis.
+                prefixes = tuple(f"{name}/" for name in gone)
+                for log in [log for log in self._log_tail if log.startswith(prefixes)]:
+                    del self._log_tail[log]
         if self.snapshots and self.snapshots[-1].t == snap.t:
             self.snapshots.pop()
             self.features.pop()

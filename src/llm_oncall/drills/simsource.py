@@ -57,11 +57,12 @@ class SimSource:
                                                     probe_fleet(fleet, self._prober), t))
         batch.observations.append(self._observe(Target("kube-state-metrics", None, "kube"),
                                                 fleet.render_kube_state(), t))
-        events = fleet.events() if self.cluster_events else []
-        for e in events[self._events_seen:]:
-            try:
-                batch.events.append(Event.from_json(e))
-            except ValueError as exc:
-                batch.problems.append(str(exc))
-        self._events_seen = len(events)
+        if self.cluster_events:
+            # Only the events recorded since the last scrape: the fleet's log is not copied every scrape.
+            for e in fleet.events_since(self._events_seen):
+                try:
+                    batch.events.append(Event.from_json(e))
+                except ValueError as exc:
+                    batch.problems.append(str(exc))
+            self._events_seen = fleet.events_recorded
         return batch

@@ -428,7 +428,7 @@ def run_soak_segment(seed: int, start: float, seconds: float, pods: int = SOAK_P
             _SOAK_QUEUE.put(report_every * INTERVAL_S)
     if open_page:
         seg.pages.append(SoakPage(start + open_page[0], open_page[1], open_page[2], open_page[3]))
-    seg.scale_events = sum(1 for e in fleet.events() if e.get("kind") == "scale")
+    seg.scale_events = fleet.event_counts["scale"]
     return seg
 
 

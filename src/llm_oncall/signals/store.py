@@ -19,6 +19,8 @@ from llm_oncall.signals.source import Batch, Observation, Target
 class Store:
     interval_s: float = 15.0
     capacity: int = 240
+    log_lines_kept: int = 2000
+    """Lines kept per log file (the tail; the diagnosis classifies its own tail as lines arrive)."""
     series: dict[str, TargetSeries] = field(default_factory=dict)
     targets: dict[str, Target] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
@@ -29,10 +31,17 @@ class Store:
         for obs in sorted(batch.observations, key=lambda o: o.t):
             self.observe(obs)
         if batch.events:
-            self.events.extend(batch.events)
-            self.events.sort(key=lambda e: e.t)
+            events = self.events
+            start = max(1, len(events))
+            events.extend(batch.events)
+            # Events nearly always arrive in time order; sort (stable, so the same order) only when they do not.
+            if any(events[i - 1].t > events[i].t for i in range(start, len(events))):
+                events.sort(key=lambda e: e.t)
         for name, lines in batch.logs.items():
-            self.logs.setdefault(name, []).extend(lines)
+            kept = self.logs.setdefault(name, [])
+            kept.extend(lines)
+            if len(kept) > self.log_lines_kept:
+                del kept[:len(kept) - self.log_lines_kept]
         self.problems.extend(batch.problems)
 
     def observe(self, obs: Observation) -> None:
@@ -44,13 +53,41 @@ class Store:
             self.targets[target.name] = target
         series.add(Scrape(obs.t, obs.page, obs.error))
 
-    def prune(self, before: float) -> int:
-        """Forget targets with no scrape since `before` (bounded memory for long live runs)."""
+    def prune(self, before: float, events_before: float | None = None) -> list[str]:
+        """Forget targets with no scrape since `before` and their logs (bounded memory for long live runs).
+
+        With `events_before`, also forget events older than that, except each known target's latest restart
+        (whether a pod that is down now has ever restarted does not depend on when).  Returns the targets
+        forgotten.
+        """
         gone = [n for n, s in self.series.items() if not s.scrapes or s.scrapes[-1].t < before]
         for name in gone:
             del self.series[name]
             del self.targets[name]
-        return len(gone)
+        if gone:
+            names = set(gone)
+            for log in [log for log in self.logs if log.split("/", 1)[0] in names]:
+                del self.logs[log]
+        if events_before is not None:
+            self.prune_events(events_before)
+        return gone
+
+    def prune_events(self, before: float) -> int:
+        """Forget events older than `before`, except the latest restart of each target still known."""
+        events = self.events
+        if not events or events[0].t >= before:
+            return 0
+        latest_restart: dict[str, int] = {}
+        for i, e in enumerate(events):
+            if e.kind == "restart":
+                pod = restarted_pod(e)
+                if pod in self.series:
+                    latest_restart[pod] = i
+        keep_old = set(latest_restart.values())
+        kept = [e for i, e in enumerate(events) if e.t >= before or i in keep_old]
+        dropped = len(events) - len(kept)
+        self.events = kept
+        return dropped
 
     def times(self) -> list[float]:
         """Distinct scrape times of vLLM targets, ascending (the replay clock)."""
@@ -102,6 +139,11 @@ class Store:
             events=events,
             extra=extra,
         )
+
+
+def restarted_pod(e: Event) -> str:
+    """The pod a restart event names (events from the cluster say `pod`, derived ones `object`)."""
+    return str(e.attrs.get("pod") or e.attrs.get("object") or "")
 
 
 FORGET_AFTER_INTERVALS = 4.0

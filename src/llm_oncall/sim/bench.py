@@ -25,7 +25,7 @@ def run(pods: int = 16, rate_per_pod: float = 20.0, sim_seconds: float = 300.0, 
             fleet.render_metrics(name)
         render_s += time.perf_counter() - r0
     wall = time.perf_counter() - start
-    finished = sum(sum(p.engine.success.values()) for p in fleet.pods)
+    finished = fleet.finished_requests()
     return {
         "pods": pods,
         "rate_per_pod": rate_per_pod,

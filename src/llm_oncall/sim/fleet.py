@@ -8,7 +8,9 @@ import heapq
 import math
 import random
 from bisect import bisect_right
+from collections import Counter, deque
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 
 from llm_oncall.sim import faults, kube, lifecycle, textgen
@@ -22,6 +24,9 @@ from llm_oncall.sim.pods import READY, TERMINATED, Pod, Revision
 from llm_oncall.sim.request import Request
 from llm_oncall.sim.router import Router, mix64
 
+EVENT_LOG_KEPT = 5000
+"""Cluster events the fleet remembers (a soak records a few per hour; readers take them incrementally)."""
+
 
 class Fleet:
     def __init__(self, cfg: FleetConfig, seed: int = 0, fault: FaultSpec | None = None) -> None:
@@ -33,11 +38,17 @@ class Fleet:
         self.quality_rng = random.Random(mix64(seed * 7 + 3))  # noqa: S311 - simulation, not cryptography
         self.fault_rng = random.Random(mix64(seed * 7 + 4))  # noqa: S311 - simulation, not cryptography
         self.now = 0.0
-        self.event_log: list[dict[str, Any]] = []
+        self.event_log: deque[dict[str, Any]] = deque(maxlen=EVENT_LOG_KEPT)  # the most recent events
+        self.events_recorded = 0  # events ever recorded: the sequence number of the next one
+        self.event_counts: Counter[str] = Counter()  # events ever recorded, by kind
         self.gpus: dict[str, list[Gpu]] = {}
         self.kernel_logs: dict[str, list[str]] = {}
-        self.pods: list[Pod] = []  # every pod ever created (kube-state keeps terminated ones briefly)
+        # Pods that exist: not terminated, or terminated with requests still running (they finish). A terminated
+        # pod leaves once idle: nothing reads it again, and a long run replaces pods without end.
+        self.pods: list[Pod] = []
         self.by_name: dict[str, Pod] = {}
+        self.pods_created = 0  # pods ever created: the next pod's index
+        self.retired_finished = 0  # finished requests of pods that left `pods`
         self.revisions: list[Revision] = []
         self.weights: dict[str, float] = {}
         self.workload = Workload(cfg.clients, self.traffic_rng, cfg.system_prompt_tokens)
@@ -146,7 +157,16 @@ class Fleet:
         return out
 
     def events(self) -> list[dict[str, Any]]:
+        """Copies of the remembered events (the last EVENT_LOG_KEPT), oldest first."""
         return [dict(e) for e in self.event_log]
+
+    def events_since(self, seq: int) -> list[dict[str, Any]]:
+        """Copies of the events recorded since sequence number `seq` (see `events_recorded`), oldest first.
+
+        A reader that keeps `events_recorded` between calls gets every event once, without copying the log.
+        """
+        first = self.events_recorded - len(self.event_log)  # sequence number of event_log[0]
+        return [dict(e) for e in islice(self.event_log, max(0, seq - first), None)]
 
     def complete(self, pod: str, prompt: str, max_tokens: int, temperature: float = 0.0) -> str:
         p = self.by_name.get(pod)
@@ -180,7 +200,9 @@ class Fleet:
 
     def restart_pods(self, pods: list[str]) -> None:
         for name in pods:
-            lifecycle.crash(self, self.by_name[name], self.now, "Killed", oom=False)
+            pod = self.by_name.get(name)
+            if pod is not None and pod.state != TERMINATED:
+                lifecycle.crash(self, pod, self.now, "Killed", oom=False)
 
     # ---- internals -----------------------------------------------------------------------------------
     def schedule(self, t: float, fn: Callable[[float], None]) -> None:
@@ -189,6 +211,8 @@ class Fleet:
 
     def record_event(self, t: float, kind: str, detail: str, **extra: Any) -> None:
         self.event_log.append({"t": round(t, 3), "kind": kind, "detail": detail, **extra})
+        self.events_recorded += 1
+        self.event_counts[kind] += 1
 
     def _hash(self) -> str:
         alphabet = "bcdfghjklmnpqrstvwxz2456789"
@@ -239,6 +263,7 @@ class Fleet:
             t, _, job = heapq.heappop(retries)
             self._dispatch(job, t)
         oom = self.cfg.oom_queue_limit
+        retire = False
         for p in self.pods:
             e = p.engine
             if p.state == READY or (p.state == TERMINATED and e.running):
@@ -247,6 +272,10 @@ class Fleet:
                     self._drain(p)
                 if oom is not None and len(e.waiting) > oom and p.state == READY:
                     lifecycle.crash(self, p, t1, "OOMKilled", oom=True)
+            elif p.state == TERMINATED:
+                retire = True
+        if retire:
+            self._retire_idle_terminated()
         self._timeouts(t1)
         if t1 >= self._next_gpu:
             lifecycle.update_gpus(self, t1 - self._next_gpu + 1.0)
@@ -256,6 +285,25 @@ class Fleet:
             self._next_log += self.cfg.log_interval_s
         if self.hpa.due(t1):
             lifecycle.autoscale(self, t1)
+
+    def _retire_idle_terminated(self) -> None:
+        """Drop terminated pods with nothing running: no tick, render, log or endpoint reads them again.
+
+        Their clients' attempts (if any still wait in the dropped queue) time out as before: jobs keep their pod.
+        """
+        keep: list[Pod] = []
+        for p in self.pods:
+            if p.state == TERMINATED and not p.engine.running:
+                self.retired_finished += sum(p.engine.success.values())
+                if self.by_name.get(p.name) is p:
+                    del self.by_name[p.name]
+            else:
+                keep.append(p)
+        self.pods = keep
+
+    def finished_requests(self) -> int:
+        """Requests the engines finished, including pods that have left."""
+        return self.retired_finished + sum(sum(p.engine.success.values()) for p in self.pods)
 
     def _pick_revision(self) -> str | None:
         """Canary weights split traffic by revision; without them every ready pod is one Service pool."""

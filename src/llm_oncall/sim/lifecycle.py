@@ -23,6 +23,15 @@ class Rollout:
     kind: str
     canary_weight: float | None = None
     created: list[str] = field(default_factory=list)
+    surge: list[str] = field(default_factory=list)
+    """Pods on top of the replica count: canaries, and the one new pod of a rolling update not yet Ready.
+
+    A rolling update's new pod stops being surge once it is Ready and an old pod is terminated for it: from
+    then on it is one of the Deployment's replicas (counted by scaling and the HPA)."""
+
+    def add(self, pod: Pod) -> None:
+        self.created.append(pod.name)
+        self.surge.append(pod.name)
 
 
 def cache_labels(cfg: FleetConfig) -> tuple[tuple[str, str], ...]:
@@ -76,7 +85,8 @@ def _place(fleet: Fleet, tp: int, group: int) -> tuple[str, list[Gpu]]:
 
 def create_pod(fleet: Fleet, rev: Revision, warm: bool = False, t: float = 0.0) -> Pod:
     cfg = fleet.cfg
-    n = len(fleet.pods)
+    n = fleet.pods_created
+    fleet.pods_created += 1
     group = n // cfg.group_size
     node, gpus = _place(fleet, cfg.tp, group)
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
@@ -144,8 +154,10 @@ def _on_ready(fleet: Fleet, pod: Pod, t: float) -> None:
     old = [p for p in fleet.pods if p.state != TERMINATED and p.revision.name in ro.old]
     if old:
         terminate(fleet, old[0], t)
+        if pod.name in ro.surge:
+            ro.surge.remove(pod.name)  # it replaced an old replica: a replica now, not surge
     if len(old) > 1:
-        ro.created.append(create_pod(fleet, ro.new, t=t).name)
+        ro.add(create_pod(fleet, ro.new, t=t))
     else:
         fleet.observed_generation = fleet.generation
         fleet.rollout = None
@@ -168,13 +180,13 @@ def start_rollout(fleet: Fleet, rev: Revision, t: float, kind: str = "rollout",
     if canary_weight is not None:
         count = max(1, math.ceil(fleet.cfg.pods * canary_weight))
         for _ in range(count):
-            ro.created.append(create_pod(fleet, rev, t=t).name)
+            ro.add(create_pod(fleet, rev, t=t))
         share = (1 - canary_weight) / len(old)
         fleet.weights = {**{r: fleet.weights.get(r, share) for r in old}, rev.name: canary_weight}
         fleet.observed_generation = fleet.generation
         detail = f"canary revision {rev.name} at weight {canary_weight:.2f} (model {rev.model_revision})"
     else:
-        ro.created.append(create_pod(fleet, rev, t=t).name)
+        ro.add(create_pod(fleet, rev, t=t))
         fleet.observed_generation = fleet.generation
         detail = (f"rolling update to revision {rev.name} (vLLM {rev.vllm_version}, model {rev.model_revision}, "
                   f"enforce_eager={rev.enforce_eager})")
@@ -199,8 +211,10 @@ def crash(fleet: Fleet, pod: Pod, t: float, reason: str, oom: bool) -> None:
 
 def scale(fleet: Fleet, replicas: int, t: float, why: str) -> None:
     # The pods a rollout surged in belong to the rollout, not to the replica count (Kubernetes scales
-    # the Deployment's spec.replicas; maxSurge pods come on top), so scaling never deletes them.
-    surge = set(fleet.rollout.created) if fleet.rollout is not None else set()
+    # the Deployment's spec.replicas; maxSurge pods come on top), so scaling never deletes them.  A new
+    # pod that already replaced an old one is a replica (see Rollout.surge): counting every pod the
+    # rollout ever created as surge made the HPA re-create old-revision pods without end.
+    surge = set(fleet.rollout.surge) if fleet.rollout is not None else set()
     live = [p for p in fleet.pods if p.state != TERMINATED and p.name not in surge]
     cur = len(live)
     if replicas == cur:
@@ -225,7 +239,7 @@ def autoscale(fleet: Fleet, t: float) -> None:
         metric = sum(p.engine.num_waiting for p in ready) / len(ready)
     else:
         metric = sum(p.engine.num_running for p in ready) / len(ready)
-    surge = set(fleet.rollout.created) if fleet.rollout is not None else set()
+    surge = set(fleet.rollout.surge) if fleet.rollout is not None else set()
     cur = sum(1 for p in fleet.pods if p.state != TERMINATED and p.name not in surge)
     want = fleet.hpa.desired(t, cur, metric)
     if want != cur:
