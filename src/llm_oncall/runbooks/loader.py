@@ -5,6 +5,7 @@ The registry is the single plug-in point: diagnosis asks it for the runbooks in 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -91,6 +92,13 @@ def _yaml_files(directory: Path) -> list[Path]:
 
 
 def builtin() -> list[Runbook]:
+    return list(_builtin())
+
+
+@functools.cache
+def _builtin() -> tuple[Runbook, ...]:
+    # Parsed once per process: runbooks are frozen models, and a drill suite builds an autopilot per scenario
+    # (parsing the YAML each time was a tenth of the suite's CPU).
     root = resources.files("llm_oncall.runbooks") / "builtin"
     books: list[Runbook] = []
     problems: list[Problem] = []
@@ -103,7 +111,7 @@ def builtin() -> list[Runbook]:
             books.append(rb)
     if problems:
         raise RunbookError(problems)
-    return books
+    return tuple(books)
 
 
 class Registry:

@@ -10,6 +10,7 @@ when a client library escapes names for a scrape that negotiated the UTF-8-less 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -68,8 +69,10 @@ class Signal:
         return frozenset(names)
 
 
+@functools.cache
 def escape(name: str) -> str:
     """The legacy-escaped form Prometheus stores for a name with characters outside [a-zA-Z0-9_]."""
+    # Cached: called for every catalog spelling on every page read, and the catalog's names are few.
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
 
 
@@ -236,5 +239,9 @@ WANTED_ALL = wanted_names()
 
 def is_router_series(labels: tuple[tuple[str, str], ...]) -> bool:
     """production-stack router series reuse `vllm:` names but carry `server` and no `model_name`."""
-    keys = {k for k, _ in labels}
-    return "server" in keys and "model_name" not in keys
+    server = False
+    for key, _ in labels:
+        if key == "model_name":
+            return False
+        server = server or key == "server"
+    return server

@@ -61,20 +61,21 @@ def resolve(page: Page, sig: Signal) -> Resolved | None:
     return None
 
 
-def _usable(sample: Sample, sig: Signal, match: Mapping[str, str] | None) -> bool:
-    value = sample.value
-    if math.isnan(value):
-        return False
-    if sig.source is Source.DCGM and value in DCGM_SENTINELS:
-        return False
-    if sig.source is Source.VLLM and is_router_series(sample.labels):
-        return False
-    if match:
-        labels = dict(sample.labels)
-        for key, want in match.items():
-            if labels.get(key) != want:
-                return False
-    return True
+def _usable(samples: Iterable[Sample], sig: Signal, match: Mapping[str, str] | None) -> Iterator[Sample]:
+    """The samples that carry a value for `sig`: not NaN, not a DCGM sentinel, not a router's, matching `match`."""
+    dcgm = sig.source is Source.DCGM
+    vllm = sig.source is Source.VLLM
+    for sample in samples:
+        value = sample.value
+        if math.isnan(value) or (dcgm and value in DCGM_SENTINELS):
+            continue
+        if vllm and is_router_series(sample.labels):
+            continue
+        if match:
+            labels = dict(sample.labels)
+            if any(labels.get(key) != want for key, want in match.items()):
+                continue
+        yield sample
 
 
 def vector(page: Page, sig: Signal, match: Mapping[str, str] | None = None) -> dict[Labels, float] | None:
@@ -82,7 +83,7 @@ def vector(page: Page, sig: Signal, match: Mapping[str, str] | None = None) -> d
     res = resolve(page, sig)
     if res is None:
         return None
-    return {s.labels: s.value * res.scale for s in res.samples[""] if _usable(s, sig, match)}
+    return {s.labels: s.value * res.scale for s in _usable(res.samples[""], sig, match)}
 
 
 def aggregate(values: Iterable[float], sig: Signal) -> float | None:
@@ -182,9 +183,7 @@ def _hist_state(page: Page, sig: Signal, match: Mapping[str, str] | None
     if res is None:
         return None
     out: dict[Labels, tuple[dict[float, float], float, float]] = {}
-    for s in res.samples["_bucket"]:
-        if not _usable(s, sig, match):
-            continue
+    for s in _usable(res.samples["_bucket"], sig, match):
         le_text = ""
         rest: list[tuple[str, str]] = []
         for k, v in s.labels:
