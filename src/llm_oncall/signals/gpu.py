@@ -7,12 +7,12 @@ A field the exporter does not export (ECC and NVLink are off in its default CSV)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from llm_oncall.signals.catalog import BY_KEY
-from llm_oncall.signals.series import TargetSeries, counter_increase, gauge, vector
+from llm_oncall.signals.exposition import Page
+from llm_oncall.signals.series import Scrape, TargetSeries, counter_increase, gauge, vector
 
 
 def json_safe(d: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +49,17 @@ class GpuSnapshot:
 
 
 
+def _by_gpu(page: Page) -> dict[str, Page]:
+    """The page's samples split by their `gpu` label (samples without one belong to no GPU)."""
+    out: dict[str, Page] = {}
+    for name, samples in page.samples.items():
+        for sample in samples:
+            gpu = sample.label("gpu", "")
+            if gpu:
+                out.setdefault(gpu, Page()).samples.setdefault(name, []).append(sample)
+    return out
+
+
 def gpu_snapshots(series: TargetSeries, end: float, window_s: float) -> list[GpuSnapshot]:
     """One GpuSnapshot per GPU on a dcgm-exporter page; absent fields stay unknown (None)."""
     latest = series.latest_ok(end)
@@ -63,22 +74,27 @@ def gpu_snapshots(series: TargetSeries, end: float, window_s: float) -> list[Gpu
         for labels in vec or {}:
             d = dict(labels)
             gpus.setdefault(d.get("gpu", "?"), d)
+    # Each page split once by GPU: reading a GPU's fields from its own sub-page is the same as matching
+    # `gpu="<id>"` on the whole page, without scanning every GPU's samples for each GPU.
+    latest_by_gpu = _by_gpu(page)
+    window_by_gpu = [(s.t, _by_gpu(s.page)) for s in scrapes if s.page is not None]
     out: list[GpuSnapshot] = []
     for gpu_id, ident in sorted(gpus.items(), key=lambda kv: (len(kv[0]), kv[0])):
-        match = {"gpu": gpu_id}
+        own = latest_by_gpu.get(gpu_id, Page())
+        own_scrapes = [Scrape(t, split.get(gpu_id, Page())) for t, split in window_by_gpu]
 
-        def g(key: str, page: Any = page, match: Mapping[str, str] = match) -> float | None:
-            return gauge(page, BY_KEY[key], match)
+        def g(key: str, own: Page = own) -> float | None:
+            return gauge(own, BY_KEY[key])
 
-        def inc(key: str, match: Mapping[str, str] = match) -> float | None:
+        def inc(key: str, own: Page = own, own_scrapes: list[Scrape] = own_scrapes) -> float | None:
             # A field this GPU does not report (or reports as a DCGM sentinel) is unknown,
             # even when a sibling GPU on the same page has it.
-            if gauge(page, BY_KEY[key], match) is None:
+            if gauge(own, BY_KEY[key]) is None:
                 return None
-            return counter_increase(scrapes, BY_KEY[key], match)
+            return counter_increase(own_scrapes, BY_KEY[key])
 
-        xids = [x for s in scrapes if s.page is not None
-                and (x := gauge(s.page, BY_KEY["xid_last"], match)) is not None]
+        xids = [x for s in own_scrapes if s.page is not None
+                and (x := gauge(s.page, BY_KEY["xid_last"])) is not None]
         out.append(GpuSnapshot(
             node=ident.get("Hostname") or ident.get("hostname") or node,
             gpu=gpu_id,
