@@ -54,9 +54,10 @@ def _by_gpu(page: Page) -> dict[str, Page]:
     out: dict[str, Page] = {}
     for name, samples in page.samples.items():
         for sample in samples:
-            gpu = sample.label("gpu", "")
-            if gpu:
-                out.setdefault(gpu, Page()).samples.setdefault(name, []).append(sample)
+            for key, gpu in sample.labels:
+                if key == "gpu":
+                    out.setdefault(gpu, Page()).samples.setdefault(name, []).append(sample)
+                    break
     return out
 
 
