@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from llm_oncall.evidence.model import Finding
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
+from llm_oncall.signals.store import restarted_pod
 
 Value = float | bool | None
 
@@ -248,13 +249,12 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     restarted = {p.name for p in snap.pods if p.restarts > 0}
     for e in snap.events:
         if e.kind == "restart" and snap.t - e.t <= 4 * interval_s + 1e-6:
-            restarted.add(str(e.attrs.get("pod") or e.attrs.get("object") or ""))
+            restarted.add(restarted_pod(e))
     restarted.discard("")
     pod_sets["restarted"] = tuple(sorted(restarted))
     v["n_restarted"] = float(len(restarted))
     down = [p for p in snap.pods if not p.up]
-    ever_restarted = {str(e.attrs.get("pod") or e.attrs.get("object") or "") for e in snap.events
-                      if e.kind == "restart"}
+    ever_restarted = {restarted_pod(e) for e in snap.events if e.kind == "restart"}
     crashloop = tuple(p.name for p in down if p.name in ever_restarted)
     pod_sets["crashloop"] = crashloop
     pod_sets["down"] = tuple(p.name for p in down)
