@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from llm_oncall.incidents import ALL
+from llm_oncall.incident_ids import ALL
 from llm_oncall.runbooks.expr import Expr, ExprError, compile_expr
 
 INCIDENTS = ALL
