@@ -79,13 +79,29 @@ def _live(pilot: Autopilot, targets: list[Target], interval: float, samples: int
     return diagnosis
 
 
-def _replay(pilot: Autopilot, batch: Batch) -> Diagnosis | None:
-    """Feed a whole recorded history, diagnosing at every scrape time as the live loop would."""
+def _replay(pilot: Autopilot, batch: Batch, story: list[Diagnosis] | None = None) -> Diagnosis | None:
+    """Feed a whole recorded history, diagnosing at every scrape time as the live loop would; every diagnosis
+    goes to ``story`` when given."""
     pilot.observe(batch)
     diagnosis: Diagnosis | None = None
     for t in pilot.store.times()[1:]:
         diagnosis = pilot.step(at=t)
+        if story is not None:
+            story.append(diagnosis)
     return diagnosis
+
+
+def story_json(story: list[Diagnosis]) -> dict[str, Any]:
+    """The bundle's story: every change of diagnosis (incident or severity) with its time, and the first page."""
+    timeline: list[dict[str, Any]] = []
+    for d in story:
+        severity = d.severity if d.incident != "healthy" else "none"
+        if not timeline or (timeline[-1]["incident"], timeline[-1]["severity"]) != (d.incident, severity):
+            timeline.append({"t": d.t, "incident": d.incident, "severity": severity,
+                             "confidence": round(d.confidence, 3)})
+    page = next((d for d in story if d.pages), None)
+    first_page = {"incident": page.incident, "t": page.t, "confidence": round(page.confidence, 3)} if page else None
+    return {"first_page": first_page, "timeline": timeline}
 
 
 def diagnose(
@@ -113,17 +129,18 @@ def diagnose(
     for f in logs:
         if not f.is_file():
             raise fail(f"--logs {f}: no such file")
+    story: list[Diagnosis] = []
     try:
         if replay is not None:
             rs = ReplaySource(replay)
             pilot = Autopilot(rs.interval_s, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
             pilot.add_findings([classify_file(f) for f in logs])
-            diagnosis = _replay(pilot, rs.collect())
+            diagnosis = _replay(pilot, rs.collect(), story)
         elif prometheus is not None:
             ps = PrometheusSource(prometheus, selector, window_s=max(window or 0, 40 * interval), step_s=interval)
             pilot = Autopilot(interval, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
             pilot.add_findings([classify_file(f) for f in logs])
-            diagnosis = _replay(pilot, ps.collect())
+            diagnosis = _replay(pilot, ps.collect(), story)
         else:
             pilot = Autopilot(interval, registry, lang, window)
             pilot.add_findings([classify_file(f) for f in logs])
@@ -143,10 +160,17 @@ def diagnose(
     if as_json:
         body: dict[str, Any] = diagnosis.to_json() if diagnosis else {"incident": "unknown", "confidence": 0.0,
                                                                    "summary": "not enough scrapes to diagnose"}
+        if replay is not None or prometheus is not None:
+            body.update(story_json(story))
         body["snapshot"] = snap.to_json()
         print_json(body)
         return
     console.print(snapshot_table(snap))
+    if story:
+        told = story_json(story)
+        if len(told["timeline"]) > 1 or told["first_page"]:
+            console.print("timeline: " + " → ".join(f"t={e['t']:g}s {e['incident']} ({e['severity']})"
+                                                     for e in told["timeline"]), soft_wrap=True)
     if diagnosis is not None:
         console.print(report(diagnosis, lang))
     else:

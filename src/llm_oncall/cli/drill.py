@@ -16,6 +16,8 @@ def drill(
     suite: Annotated[int | None, typer.Option(help="Run N randomized scenarios and score them.")] = None,
     soak: Annotated[str | None, typer.Option(help="Healthy soak of simulated duration, e.g. 24h.")] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
+    first_suite_shapes: Annotated[bool, typer.Option(
+        "--first-suite-shapes", help="With --suite: only the first suite's scenario shapes (to compare).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """The main job: inject incidents into a simulated fleet and score the autopilot."""
@@ -28,7 +30,7 @@ def drill(
         if soak is not None:
             suite_mod.soak_cli(soak, seed, as_json, console)
         else:
-            suite_mod.suite_cli(suite or 0, seed, workers, as_json, console)
+            suite_mod.suite_cli(suite or 0, seed, workers, as_json, console, shapes=not first_suite_shapes)
         return
     known = (*runner.DRILL_INCIDENTS, "pod-outlier", "healthy")
     chosen = list(incidents or runner.DRILL_INCIDENTS)
