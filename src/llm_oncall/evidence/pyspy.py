@@ -77,8 +77,11 @@ _IDLE_FUNCS = frozenset(
 )
 # An idle V0 worker waits for the driver's next step inside a CPU (gloo) broadcast: a collective by name,
 # idle by meaning.
-_WORKER_WAIT_WRAPPERS = frozenset({"broadcast_tensor_dict", "broadcast_object", "broadcast_object_list"})
-_WORKER_LOOPS = frozenset({"start_worker_execution_loop", "worker_busy_loop", "execute_model_spmd_loop"})
+# SGLang's TP workers > 0 wait for the next batch the same way (recv_requests → broadcast_pyobj → broadcast).
+_WORKER_WAIT_WRAPPERS = frozenset({"broadcast_tensor_dict", "broadcast_object", "broadcast_object_list",
+                                   "broadcast_pyobj", "recv_requests"})
+_WORKER_LOOPS = frozenset({"start_worker_execution_loop", "worker_busy_loop", "execute_model_spmd_loop",
+                           "event_loop_normal", "event_loop_overlap", "event_loop_pp", "run_scheduler_process"})
 _TOP_FRAMES = 15
 
 
@@ -99,7 +102,7 @@ class _Thread:
         return None
 
     def worker_wait(self) -> bool:
-        names = set(self.frames)
+        names = {f.rsplit(".", 1)[-1] for f in self.frames}
         return bool(_WORKER_WAIT_WRAPPERS & names and _WORKER_LOOPS & names)
 
     def idle(self) -> bool:
@@ -178,6 +181,8 @@ def parse(text: str, name: str) -> Finding | None:
             facts=facts,
             lines=line_numbers(t.line for t, _ in stuck),
             parser="pyspy",
+            severity="error" if confidence >= 0.75 else "warning",
+            category="hang",
         )
     idle = [t for t in threads if t.idle()]
     all_idle = len(idle) == len(threads)
@@ -193,6 +198,8 @@ def parse(text: str, name: str) -> Finding | None:
             "top_frames": sorted({t.frames[0] for t in threads if t.frames})[:12],
         },
         parser="pyspy",
+        severity="info",
+        category="benign",
     )
 
 

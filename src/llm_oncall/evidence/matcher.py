@@ -1,0 +1,196 @@
+"""Runs the signature catalogue over a text: matched lines → findings, one per kind, with line numbers.
+
+Per signature: needles decide cheaply whether the text can match at all, then each line is tried. Context
+(``requires``/``unless``) is checked against the other signatures' raw matches; ``explains`` marks a
+finding of another kind near the explaining one with ``facts.explained_by`` so the classifier ranks the
+cause above its consequence. Lines carrying an Xid go to the Xid catalogue (one finding per code).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llm_oncall.evidence import catalog, xid
+from llm_oncall.evidence.catalog import Compiled, Near
+from llm_oncall.evidence.model import SEVERITY_RANK, Finding, JsonValue, compact, line_numbers, split_lines
+
+MAX_FACT_VALUES = 10
+QUOTE_CHARS = 240
+
+
+@dataclass(frozen=True)
+class Hit:
+    sig: Compiled
+    line: int  # 0-based
+    groups: dict[str, str]
+    text: str
+
+
+def _number(value: str) -> int | float | str:
+    v = value.strip().replace(",", "")
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return value
+
+
+def scan(text: str, sigs: Sequence[Compiled]) -> list[Hit]:
+    """Every line every signature matches (context signatures included), in signature then line order."""
+    if not text:
+        return []
+    lower: str | None = None
+    lines: tuple[str, ...] | None = None
+    hits: list[Hit] = []
+    for c in sigs:
+        if c.sig.ignore_case:
+            if lower is None:
+                lower = text.lower()
+            probe = lower
+        else:
+            probe = text
+        if not any(n in probe for n in c.needles):
+            continue
+        if lines is None:
+            lines = split_lines(text)
+        for i, line in enumerate(lines):
+            m = c.match(line)
+            if m is not None:
+                groups = {k: v for k, v in m.groupdict().items() if v is not None}
+                hits.append(Hit(c, i, groups, line))
+    return hits
+
+
+def _near(i: int, near: Near, at: dict[str, list[int]]) -> bool:
+    lo = i - near.within if near.where in ("before", "around") else i
+    hi = i + near.within if near.where in ("after", "around") else i
+    for ref in near.any_of:
+        rows = at.get(ref, [])
+        k = bisect.bisect_left(rows, lo)
+        while k < len(rows) and rows[k] <= hi:
+            j = rows[k]
+            if near.where == "before" and near.unless_between and _between(j, i, near.unless_between, at):
+                k += 1
+                continue
+            return True
+    return False
+
+
+def _between(j: int, i: int, refs: Sequence[str], at: dict[str, list[int]]) -> bool:
+    for ref in refs:
+        rows = at.get(ref, [])
+        k = bisect.bisect_right(rows, j)
+        if k < len(rows) and rows[k] < i:
+            return True
+    return False
+
+
+def in_context(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits whose ``requires`` holds and whose ``unless`` does not."""
+    at: dict[str, list[int]] = {}
+    for h in hits:
+        at.setdefault(h.sig.id, []).append(h.line)
+    for rows in at.values():
+        rows.sort()
+    out = []
+    for h in hits:
+        s = h.sig.sig
+        if not all(_near(h.line, n, at) for n in s.requires):
+            continue
+        if any(_near(h.line, n, at) for n in s.unless):
+            continue
+        out.append(h)
+    return out
+
+
+def _rank(c: Compiled) -> tuple[int, float]:
+    return (SEVERITY_RANK[c.sig.severity], c.sig.confidence)
+
+
+def _kind_finding(name: str, hits: Sequence[Hit]) -> Finding | None:
+    rep = max((h.sig for h in hits), key=_rank).sig
+    rows = sorted({h.line for h in hits})
+    if len(rows) < rep.min_count:
+        return None
+    first = min(hits, key=lambda h: h.line)
+    facts: dict[str, JsonValue] = dict(rep.facts)
+    numbers = {g for h in hits for g in h.sig.sig.numbers}
+    values: dict[str, list[JsonValue]] = {}
+    for h in sorted(hits, key=lambda h: h.line):
+        for g, v in h.groups.items():
+            val = _number(v) if g in numbers else v.strip()[:200]
+            seen = values.setdefault(g, [])
+            if val not in seen and len(seen) < MAX_FACT_VALUES:
+                seen.append(val)
+    for g, vals in values.items():
+        facts[g] = vals[0]
+        if len(vals) > 1:
+            facts[f"{g}_values"] = vals
+    facts.update(compact({
+        "matched_lines": len(rows),
+        "first": first.text.strip()[:QUOTE_CHARS],
+        "signatures": sorted({h.sig.id for h in hits}),
+        "reading": rep.reading or None,
+        "fix": rep.fix or None,
+    }))
+    conf = min(rep.max_confidence, rep.confidence + rep.repeat_bonus * (len(rows) - 1))
+    return Finding(name, rep.kind, rep.benign, rep.incident_hint, conf, facts, line_numbers(rows), "signatures",
+                   severity=rep.severity, category=rep.category)
+
+
+def _xid_events(hits: Sequence[Hit]) -> list[xid.XidEvent]:
+    numbered: list[xid.XidEvent] = []
+    prose: list[xid.XidEvent] = []
+    for h in sorted(hits, key=lambda h: h.line):
+        s = h.sig.sig
+        raw = h.groups.get(s.xid_group, "") if s.xid_group else ""
+        code = int(raw) if raw.isdigit() else s.xid_code
+        if code is None:
+            continue
+        gpu = h.groups.get("pci") or h.groups.get("gpu") or "?"
+        ev = xid.XidEvent(h.line, code, gpu, (h.groups.get("msg") or h.text).strip(), h.groups.get("recovery"))
+        (numbered if s.xid_group else prose).append(ev)
+    # Two signatures can read the same line (the recovery-action one adds the action): keep one, the richer.
+    unique: dict[tuple[int, int], xid.XidEvent] = {}
+    for e in numbered:
+        if (e.line, e.code) not in unique or e.recovery_action:
+            unique[(e.line, e.code)] = e
+    numbered = sorted(unique.values(), key=lambda e: e.line)
+    # Prose ("GPU has fallen off the bus") repeats a numbered Xid line already logged: count it only alone.
+    seen = {e.code for e in numbered}
+    return numbered + [e for e in prose if e.code not in seen]
+
+
+def findings(text: str, name: str, sigs: Sequence[Compiled] | None = None) -> list[Finding]:
+    """The catalogue's findings for ``text``: one per kind, Xids one per code; explained ones marked."""
+    active = catalog.builtin() if sigs is None else sigs
+    hits = in_context(scan(text, active))
+    by_kind: dict[str, list[Hit]] = {}
+    xid_hits: list[Hit] = []
+    for h in hits:
+        s = h.sig.sig
+        if s.role == "context":
+            continue
+        if s.xid_group or s.xid_code is not None:
+            xid_hits.append(h)
+        else:
+            by_kind.setdefault(s.kind, []).append(h)
+    out = [f for hs in by_kind.values() for f in [_kind_finding(name, hs)] if f is not None]
+    out += xid.findings(_xid_events(xid_hits), name)
+    return _explain(out, hits)
+
+
+def _explain(found: list[Finding], hits: Sequence[Hit]) -> list[Finding]:
+    rules = [(h.sig.sig.kind, h.sig.sig.explains, h.line) for h in hits if h.sig.sig.explains is not None]
+    if not rules:
+        return found
+    out = []
+    for f in found:
+        cause = next((kind for kind, ex, line in rules if ex is not None and f.kind in ex.kinds and kind != f.kind
+                      and any(abs((n - 1) - line) <= ex.within for n in f.lines)), None)
+        out.append(f.replace(facts={**f.facts, "explained_by": cause}) if cause else f)
+    return out

@@ -1,0 +1,379 @@
+"""Sampled model outputs: is this garbage, and how much of it per revision.
+
+``garbage(text, prompt, token_ids)`` measures one output: a loop (one unit repeated to the end), one
+character filling the output (``!!!!!!``), special/reserved tokens in the text, control and replacement
+characters, mixed-script soup, a script other than the prompt's, empty text, constant token ids. The same
+measure serves the golden prober (``GoldenProber(garbage=...)``) and the diagnosis' quality proxies for
+``bad-model-rollout`` (``measure(samples)`` → per-revision garbage rate).
+
+``parse`` reads files of outputs: JSON/JSONL of OpenAI completion or chat responses (or records with
+``prompt``/``output``/``revision``), vLLM request logs (``Generated response <id>: output: '...',
+output_token_ids: [...]``) and the offline examples' ``Prompt: '...', Generated text: '...'`` lines; plain
+text is taken as one output only when it does not look like a log or command output, and then yields a
+finding only when it is garbage.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_oncall.evidence.model import Finding, compact, line_numbers, split_lines
+
+MAX_TEXT = 200_000
+MIN_LOOP_REPEATS = 6
+MIN_LOOP_CHARS = 40
+GARBAGE_RATE_ALERT = 0.2
+
+_SPECIAL = re.compile(
+    r"<\|reserved_special_token_\d{1,6}\|>|<\|[a-z][a-z_]{1,30}\|>|<unk>|<pad>|\[PAD\]|\[UNK\]|<extra_id_\d{1,4}>"
+    r"|<unused\d{1,5}>|\[unused\d{1,5}\]|<0x[0-9A-F]{2}>|</?s>"
+)
+_RESERVED = re.compile(
+    r"reserved_special_token|<unused\d|\[unused\d|<extra_id_|<unk>|\[UNK\]|<pad>|\[PAD\]|<0x[0-9A-F]{2}>")
+_LANGUAGE_ASKED = re.compile(
+    r"translat|\b(?:in|into|to) (?:english|chinese|japanese|korean|russian|arabic|hebrew|hindi|greek|thai|"
+    r"french|german|spanish|ukrainian)\b|respond in|answer in|reply in|language|中文|日本語|한국어|русск",
+    re.IGNORECASE,
+)
+_CJK_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"})
+# Latin mixes with Greek (α-helix, Δx) and with the CJK family (使用GPU) in normal text.
+_MIX_OK = frozenset({frozenset({"LATIN", "GREEK"})})
+
+
+@dataclass(frozen=True)
+class Garbage:
+    garbage: bool
+    reasons: tuple[str, ...] = ()
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def _script(ch: str) -> str | None:
+    if not ch.isalpha():
+        return None
+    try:
+        first = unicodedata.name(ch).split(" ", 1)[0]
+    except ValueError:
+        return None
+    return "CJK" if first in _CJK_FAMILY else first
+
+
+def _scripts(text: str) -> Counter[str]:
+    return Counter(s for ch in text for s in [_script(ch)] if s)
+
+
+def _loop(text: str) -> tuple[str, int] | None:
+    """(unit, repeats) when the text ends in one unit repeated back to back, covering most of it."""
+    t = " ".join(text.split())
+    n = len(t)
+    for p in range(1, min(64, n // MIN_LOOP_REPEATS) + 1):
+        unit = t[n - p:]
+        k = 1
+        while k * p + p <= n and t[n - (k + 1) * p: n - k * p] == unit:
+            k += 1
+        covered = k * p
+        if k >= MIN_LOOP_REPEATS and covered >= MIN_LOOP_CHARS and covered >= 0.5 * n and unit.strip():
+            return unit, k
+        if k >= 20 and unit.strip():
+            return unit, k
+    return None
+
+
+def _word_loop(text: str) -> float:
+    words = text.split()
+    if len(words) < 40:
+        return 1.0
+    return len(set(words)) / len(words)
+
+
+def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | None = None) -> Garbage:
+    """Measures one output; ``garbage`` when any reason holds. Never raises."""
+    text = text[:MAX_TEXT] if isinstance(text, str) else ""
+    reasons: list[str] = []
+    scores: dict[str, float] = {}
+    visible = "".join(text.split())
+    if token_ids and len(token_ids) >= 4 and len(set(token_ids)) == 1:
+        reasons.append("constant_token_ids")
+        scores["token_id"] = float(token_ids[0])
+    if not visible:
+        reasons.append("empty")
+        return Garbage(True, tuple(reasons), scores)
+    top, top_n = Counter(visible).most_common(1)[0]
+    whole = len(visible) >= 4 and top_n == len(visible)
+    most = top_n >= 10 and top_n / len(visible) >= 0.5 and re.search(re.escape(top) * 10, visible) is not None
+    if not top.isalnum() and (whole or most):
+        reasons.append("one_character")
+    loop = _loop(text)
+    if loop is not None and "one_character" not in reasons:
+        reasons.append("repetition")
+        scores["loop_repeats"] = float(loop[1])
+    elif _word_loop(text) < 0.15:
+        reasons.append("repetition")
+    specials = _SPECIAL.findall(text)
+    reserved = [s for s in specials if _RESERVED.search(s)]
+    if reserved or len(specials) >= 3:
+        reasons.append("special_tokens")
+        scores["special_tokens"] = float(len(specials))
+    controls = sum(1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r")
+    replacement = text.count("\ufffd")
+    if controls >= 3 or (controls and controls / len(text) >= 0.01):
+        reasons.append("control_characters")
+        scores["control_characters"] = float(controls)
+    if replacement >= 3 or (replacement and replacement / len(text) >= 0.02):
+        reasons.append("replacement_characters")
+        scores["replacement_characters"] = float(replacement)
+    scripts = _scripts(text)
+    letters = sum(scripts.values())
+    if letters >= 12 and _soup(text, scripts):
+        reasons.append("mixed_scripts")
+    if prompt and letters >= 20 and not _LANGUAGE_ASKED.search(prompt):
+        asked = _scripts(prompt)
+        if sum(asked.values()) >= 8:
+            want = asked.most_common(1)[0][0]
+            share = scripts.get(want, 0) / letters
+            if share < 0.2:
+                reasons.append("script_mismatch")
+                scores["prompt_script_share"] = round(share, 3)
+    return Garbage(bool(reasons), tuple(dict.fromkeys(reasons)), scores)
+
+
+def _soup(text: str, scripts: Counter[str]) -> bool:
+    """Many alphabets, none dominant, or words mixing alphabets that never mix in normal text."""
+    letters = sum(scripts.values())
+    big = [s for s, n in scripts.items() if n / letters >= 0.08]
+    if len(big) >= 4 and scripts.most_common(1)[0][1] / letters < 0.6:
+        return True
+    mixed = 0
+    words = 0
+    for w in text.split():
+        ws = {s for ch in w for s in [_script(ch)] if s}
+        if not ws:
+            continue
+        words += 1
+        alphabetic = ws - {"CJK"} if "LATIN" in ws else ws
+        if len(alphabetic) >= 2 and frozenset(alphabetic) not in _MIX_OK:
+            mixed += 1
+    return mixed >= 3 and mixed / max(words, 1) >= 0.2
+
+
+# ---- samples --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sample:
+    output: str
+    prompt: str | None = None
+    revision: str = "unknown"
+    token_ids: tuple[int, ...] = ()
+    line: int = 0  # 0-based line of the file where it was read
+
+
+@dataclass
+class RevisionQuality:
+    revision: str
+    samples: int = 0
+    garbage: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    lines: list[int] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.garbage / self.samples if self.samples else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"samples": self.samples, "garbage": self.garbage, "garbage_rate": round(self.rate, 4),
+                "reasons": dict(self.reasons.most_common())}
+
+
+def measure(samples: Iterable[Sample]) -> dict[str, RevisionQuality]:
+    """Garbage per revision: the quality proxy a rollout gate or the diagnosis reads."""
+    out: dict[str, RevisionQuality] = {}
+    for s in samples:
+        q = out.setdefault(s.revision, RevisionQuality(s.revision))
+        g = garbage(s.output, s.prompt, s.token_ids)
+        q.samples += 1
+        if g.garbage:
+            q.garbage += 1
+            q.reasons.update(g.reasons)
+            q.lines.append(s.line)
+    return out
+
+
+def _ints(value: object) -> tuple[int, ...]:
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return ()
+
+
+def _from_record(rec: dict[str, Any], line: int) -> list[Sample]:
+    labels: dict[str, Any] = rec["labels"] if isinstance(rec.get("labels"), dict) else {}
+    revision = str(rec.get("revision") or rec.get("model_revision") or labels.get("revision") or "")
+    body = rec.get("response") if isinstance(rec.get("response"), dict) else rec
+    prompt = rec.get("prompt")
+    if not isinstance(prompt, str):
+        msgs = (rec.get("request") or {}).get("messages") if isinstance(rec.get("request"), dict) else rec.get(
+            "messages")
+        prompt = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict)) if isinstance(
+            msgs, list) else None
+    if not revision:
+        model = body.get("model") if isinstance(body, dict) else None
+        revision = f"model:{model}" if isinstance(model, str) and model else "unknown"
+    out: list[Sample] = []
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if isinstance(choices, list):
+        for c in choices:
+            if not isinstance(c, dict):
+                continue
+            text = c.get("text")
+            if not isinstance(text, str) and isinstance(c.get("message"), dict):
+                text = c["message"].get("content")
+            if not isinstance(text, str) and isinstance(c.get("delta"), dict):
+                text = c["delta"].get("content")
+            if text is None and not _ints(c.get("token_ids")):
+                continue
+            out.append(Sample(text if isinstance(text, str) else "", prompt, revision, _ints(c.get("token_ids")),
+                              line))
+        return out
+    for key in ("output", "completion", "generated_text", "response", "text", "answer"):
+        v = rec.get(key)
+        if isinstance(v, str):
+            ids = _ints(rec.get("output_token_ids") or rec.get("token_ids"))
+            return [Sample(v, prompt, revision, ids, line)]
+    return out
+
+
+def _json_samples(text: str) -> list[Sample] | None:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return None
+    try:
+        doc = json.loads(stripped)
+    except (json.JSONDecodeError, RecursionError):
+        doc = None
+    if doc is not None:
+        recs = doc if isinstance(doc, list) else [doc]
+        got = [s for r in recs if isinstance(r, dict) for s in _from_record(r, 0)]
+        return got or None
+    got = []
+    for i, line in enumerate(split_lines(text)):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(rec, dict):
+            got.extend(_from_record(rec, i))
+    return got or None
+
+
+_GENERATED = re.compile(r"Generated response (?P<id>\S{1,200}?)(?: \(streaming [a-z]{1,10}\))?: output: "
+                        r"(?P<out>'(?:[^'\\]|\\.){0,20000}'|\"(?:[^\"\\]|\\.){0,20000}\")"
+                        r"(?:, output_token_ids: (?P<ids>\[[\d, ]{0,20000}\]|None))?")
+_RECEIVED = re.compile(r"Received request (?P<id>\S{1,200}?): prompt: (?P<p>'(?:[^'\\]|\\.){0,20000}'|"
+                       r"\"(?:[^\"\\]|\\.){0,20000}\")")
+_EXAMPLE = re.compile(r"Prompt: (?P<p>'(?:[^'\\]|\\.){0,20000}'|\"(?:[^\"\\]|\\.){0,20000}\"),\s{0,4}"
+                      r"Generated text: (?P<out>'(?:[^'\\]|\\.){0,20000}'|\"(?:[^\"\\]|\\.){0,20000}\")")
+
+
+def _literal(s: str | None) -> str | None:
+    if not s:
+        return None
+    try:
+        v = ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return v if isinstance(v, str) else None
+
+
+def _log_samples(text: str) -> list[Sample] | None:
+    if "Generated response" not in text and "Generated text:" not in text:
+        return None
+    prompts: dict[str, str] = {}
+    got: list[Sample] = []
+    for i, line in enumerate(split_lines(text)):
+        if (r := _RECEIVED.search(line)) and (p := _literal(r.group("p"))) is not None:
+            prompts[r.group("id")] = p
+        elif (g := _GENERATED.search(line)) and (o := _literal(g.group("out"))) is not None:
+            ids = [int(x) for x in re.findall(r"\d+", g.group("ids") or "")][:4096]
+            rid = g.group("id")
+            got.append(Sample(o, prompts.get(rid) or prompts.get(rid.split("-", 1)[-1]), "unknown", tuple(ids), i))
+        elif (e := _EXAMPLE.search(line)) and (o := _literal(e.group("out"))) is not None:
+            got.append(Sample(o, _literal(e.group("p")), "unknown", (), i))
+    return got or None
+
+
+# Plain text that is a log or command output, not a model's answer.
+_LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}\d{1,10}\.\d{1,6}\]|\d{4}-\d\d-\d\d[ T]|[A-Z][a-z]{2} [ \d]\d |"
+                      r"(?:INFO|DEBUG|WARNING|ERROR|CRITICAL|WARN)\b|[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\|)")
+_MARKERS = ("NVRM", "NVIDIA-SMI", "Traceback", "NCCL", "DCGM", "Thread 0x", "nvidia-smi", "GPU 0", "#Entity")
+
+
+def _plain_sample(text: str) -> Sample | None:
+    if len(text) > 64 * 1024 or any(m in text for m in _MARKERS):
+        return None
+    lines = [ln for ln in split_lines(text) if ln.strip()]
+    if not lines:
+        return None
+    loglike = sum(1 for ln in lines if _LOGLIKE.match(ln))
+    if loglike / len(lines) >= 0.3:
+        return None
+    return Sample(text, None, "unknown", (), 0)
+
+
+def samples_of(text: str) -> tuple[list[Sample], str]:
+    """The outputs a file holds and the format they came in ("json", "log", "text"; empty if none)."""
+    got = _json_samples(text)
+    if got:
+        return got, "json"
+    got = _log_samples(text)
+    if got:
+        return got, "log"
+    one = _plain_sample(text)
+    return ([one], "text") if one else ([], "")
+
+
+def parse(text: str, name: str) -> Finding | None:
+    found, fmt = samples_of(text)
+    if not found:
+        return None
+    per = measure(found)
+    total = sum(q.samples for q in per.values())
+    bad = sum(q.garbage for q in per.values())
+    worst = max(per.values(), key=lambda q: (q.rate, q.garbage))
+    facts: dict[str, Any] = compact({
+        "format": fmt,
+        "samples": total,
+        "garbage": bad,
+        "garbage_rate": round(bad / total, 4) if total else 0.0,
+        "revisions": {r: q.to_json() for r, q in sorted(per.items())[:20]},
+        "worst_revision": worst.revision if len(per) > 1 else None,
+    })
+    if fmt == "text":
+        if not bad:
+            return None  # a healthy-looking text is no evidence of anything
+        g = garbage(found[0].output)
+        facts["reasons"] = list(g.reasons)
+        strong = {"one_character", "special_tokens", "constant_token_ids", "replacement_characters"}
+        conf = 0.65 if strong & set(g.reasons) or len(g.reasons) > 1 else 0.5
+        facts["reading"] = "the text is degenerate model output: " + ", ".join(g.reasons)
+        return Finding(name, "garbage_output", False, "bad-model-rollout", conf, facts, (1,), "outputs",
+                       severity="error", category="bad-output")
+    others = [q for q in per.values() if q is not worst]
+    other_rate = max((q.rate for q in others), default=0.0)
+    if worst.garbage and (worst.rate >= GARBAGE_RATE_ALERT or worst.garbage >= 3) and worst.rate > other_rate:
+        conf = min(0.85, 0.5 + 0.35 * worst.rate + (0.05 if len(per) > 1 and other_rate < worst.rate / 2 else 0))
+        facts["reasons"] = dict(worst.reasons.most_common())
+        facts["reading"] = (f"{worst.garbage} of {worst.samples} outputs of {worst.revision} are garbage "
+                            f"({', '.join(worst.reasons)})" + (f"; other revisions at most {other_rate:.0%}"
+                                                               if others else ""))
+        return Finding(name, "garbage_outputs", False, "bad-model-rollout", conf, facts, line_numbers(worst.lines),
+                       "outputs", severity="error", category="bad-output")
+    facts["reading"] = "sampled outputs look like normal text"
+    return Finding(name, "model_outputs_ok", True, None, 0.55, facts, (), "outputs", severity="info",
+                   category="benign")
