@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.testkit import free_port
 from typer.testing import CliRunner
 
 from llm_oncall.cli import app
@@ -59,11 +60,7 @@ def test_replay_errors_are_clear(tmp_path: Path) -> None:
 
 
 def test_nothing_answering_is_an_error_not_healthy() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     res = CliRunner().invoke(app, ["diagnose", "--target", f"dead=http://127.0.0.1:{port}/metrics",
                                    "--interval", "0.2", "--samples", "2", "--json"])
     assert res.exit_code == 3, res.output

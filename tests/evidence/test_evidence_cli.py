@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from llm_oncall.cli_evidence import app
+from llm_oncall.cli.evidence import app
 
 SAMPLES = Path(__file__).parent / "samples"
 runner = CliRunner()

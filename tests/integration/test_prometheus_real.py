@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from prometheus_client import generate_latest, start_http_server
+from tests.testkit import free_port, run_prometheus
 
-from integration.promserver import free_port, run_prometheus
 from llm_oncall.signals.catalog import BY_KEY, SIGNALS
 from llm_oncall.signals.prometheus import PrometheusSource, promql
 from llm_oncall.signals.scrape import ScrapeSource

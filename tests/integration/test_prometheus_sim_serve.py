@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.testkit import run_prometheus, wait_for
 
-from integration.promserver import run_prometheus, wait_for
 from llm_oncall.signals.prometheus import PrometheusSource
 from llm_oncall.signals.store import Store
 from llm_oncall.sim import Fleet, FleetConfig

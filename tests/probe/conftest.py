@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from llm_oncall.sim import Fleet, FleetConfig, scenario
 from llm_oncall.sim.serve import SimServer
-
-
-def wait_until(cond: Callable[[], bool], timeout: float, step: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.testkit import wait_until
 from typer.testing import CliRunner
 
-from llm_oncall import cli_probe
+from llm_oncall.cli import probe as cli_probe
 from llm_oncall.probe.golden import (
     GOLDEN_PROMPTS,
     GoldenProber,
@@ -22,7 +23,7 @@ from llm_oncall.probe.golden import (
 from llm_oncall.signals.exposition import parse
 from llm_oncall.sim.serve import SimServer
 
-from .conftest import fault_fleet, wait_until
+from .conftest import fault_fleet
 
 
 def by_pod(page: str, name: str) -> dict[tuple[str, str], float]:

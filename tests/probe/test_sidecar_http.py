@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -10,15 +9,16 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.testkit import free_port, wait_until
 from typer.testing import CliRunner
 
-from llm_oncall import cli_probe
+from llm_oncall.cli import probe as cli_probe
 from llm_oncall.probe.liveness import LivenessConfig
 from llm_oncall.probe.server import LivenessSidecar, http_fetch, parse_duration, parse_listen
 from llm_oncall.sim import Fleet, FleetConfig
 from llm_oncall.sim.serve import SimServer
 
-from .conftest import fault_fleet, wait_until
+from .conftest import fault_fleet
 
 
 @pytest.fixture
@@ -113,9 +113,7 @@ def test_saturated_healthy_fleet_is_never_stalled(
 
 
 def test_unreachable_target_answers_503_only_after_grace(sidecars: Callable[..., LivenessSidecar]) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     car = sidecars(f"http://127.0.0.1:{port}/metrics", 1.0, 0.1, grace=1.0)
     with httpx.Client(timeout=5.0) as client:
         assert wait_until(lambda: car.tracker.scrapes > 0, timeout=2.0)

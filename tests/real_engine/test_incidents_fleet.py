@@ -20,12 +20,12 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.testkit import free_port
 
 from llm_oncall.evidence.classify import classify_file
 from llm_oncall.signals.events import Event
 from llm_oncall.signals.source import Target
 
-from .conftest import free_port
 from .fleet import (
     PAIR_SETTINGS,
     FleetLive,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.testkit import free_port
 from typer.testing import CliRunner
 
 from llm_oncall.cli import app
@@ -23,7 +23,7 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def wide_consoles(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rich wraps at the terminal width; keep tables and messages on one line."""
-    from llm_oncall import cli
+    from llm_oncall.cli import common as cli
 
     monkeypatch.setattr(cli.console, "width", 400)
     monkeypatch.setattr(cli.err_console, "width", 400)
@@ -216,16 +216,9 @@ def exporter() -> Iterator[_Exporter]:
     e.close()
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
-
-
 def test_capture_writes_a_bundle_that_replays_to_the_same_values(tmp_path: Path, exporter: _Exporter) -> None:
     out = tmp_path / "capture"
-    dead = f"http://127.0.0.1:{_closed_port()}/metrics"
+    dead = f"http://127.0.0.1:{free_port()}/metrics"
     result = runner.invoke(app, ["capture", "--target", f"vllm-0={exporter.url}", "--target", f"dead={dead}",
                                  "--out", str(out), "--duration", "1", "--interval", "0.5", "--json"])
     assert result.exit_code == 0, result.output

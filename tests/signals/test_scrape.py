@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from tests.testkit import free_port
 
 from llm_oncall.signals import scrape
 from llm_oncall.signals.scrape import ScrapeSource
@@ -68,13 +68,6 @@ def server() -> Iterator[str]:
         httpd.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _one(url: str, timeout_s: float = 5.0) -> tuple[str | None, float | None]:
     batch = ScrapeSource([Target("p", url)], timeout_s=timeout_s, keep_text=True).collect()
     obs = batch.observations[0]
@@ -96,7 +89,7 @@ def test_http_error_is_recorded(server: str) -> None:
 
 
 def test_refused_connection_is_recorded() -> None:
-    error, page = _one(f"http://127.0.0.1:{_free_port()}/metrics")
+    error, page = _one(f"http://127.0.0.1:{free_port()}/metrics")
     assert page is None and error is not None and error.startswith("ConnectError")
 
 

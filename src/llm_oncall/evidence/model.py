@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from llm_oncall.incidents import ALL
+from llm_oncall.incident_ids import ALL
 
 INCIDENT_IDS: frozenset[str] = frozenset(ALL)
 

@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from llm_oncall.httpserve import send
 from llm_oncall.probe.liveness import STATUSES, LivenessConfig, LivenessTracker, Verdict
+from llm_oncall.signals.httpserve import send
 from llm_oncall.signals.source import parse_for
 
 Fetch = Callable[[], str]

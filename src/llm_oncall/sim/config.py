@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_oncall.incidents import FAULTS
+from llm_oncall.incident_ids import FAULTS
 from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.sim.clients import DEFAULT_CLIENTS, ClientSpec
 from llm_oncall.sim.engine import EngineConfig, StepModel

@@ -7,39 +7,37 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llm_oncall.sim import lifecycle, logs
 from llm_oncall.sim.clients import ClientSpec
 from llm_oncall.sim.config import FaultSpec, GroundTruth
 from llm_oncall.sim.dcgm import PCI_BUSES
+from llm_oncall.sim.hooks import FleetHooks
 from llm_oncall.sim.pods import TERMINATED, Pod
-
-if TYPE_CHECKING:
-    from llm_oncall.sim.fleet import Fleet
 
 Params = dict[str, Any]
 
 
-def _pick_pod(fleet: Fleet, p: Params, rng: random.Random) -> Pod:
+def _pick_pod(fleet: FleetHooks, p: Params, rng: random.Random) -> Pod:
     live = [x for x in fleet.pods if x.state != TERMINATED]
     idx = p.get("pod_index")
     return live[int(idx) % len(live)] if idx is not None else live[rng.randrange(len(live))]
 
 
-def _truth(fleet: Fleet, kind: str, at: float, pods: list[Pod], revision: str | None = None) -> None:
+def _truth(fleet: FleetHooks, kind: str, at: float, pods: list[Pod], revision: str | None = None) -> None:
     fleet.truth = GroundTruth(kind, at, tuple(p.name for p in pods), tuple(sorted({p.node for p in pods})),
                               revision)
 
 
-def _every(fleet: Fleet, start: float, period: float, fn: Callable[[float], None]) -> None:
+def _every(fleet: FleetHooks, start: float, period: float, fn: Callable[[float], None]) -> None:
     def run(t: float) -> None:
         fn(t)
         fleet.schedule(t + period, run)
     fleet.schedule(start, run)
 
 
-def kv_capacity(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def kv_capacity(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     factor = float(p.get("factor", rng.uniform(1.9, 2.5)))
 
     def onset(t: float) -> None:
@@ -48,7 +46,7 @@ def kv_capacity(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
     fleet.schedule(at, onset)
 
 
-def engine_hang(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def engine_hang(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     groups = sorted({x.group for x in fleet.pods if x.state != TERMINATED})
     group = str(p.get("group", groups[rng.randrange(len(groups))]))
     crc_rate = float(p.get("crc_per_s", rng.uniform(5.0, 40.0)))
@@ -70,7 +68,7 @@ def engine_hang(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
     fleet.schedule(at, onset)
 
 
-def prefix_cache_drop(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def prefix_cache_drop(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     variant = str(p.get("variant", "router"))
     if variant == "router":
         lag = float(p.get("lag_s", rng.uniform(10.0, 60.0)))
@@ -89,7 +87,7 @@ def prefix_cache_drop(fleet: Fleet, at: float, p: Params, rng: random.Random) ->
     fleet.schedule(at, onset)
 
 
-def retry_storm(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def retry_storm(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     timeout = float(p.get("timeout_s", 4.0))
     wl = fleet.workload
 
@@ -106,7 +104,7 @@ def retry_storm(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
     fleet.schedule(at, onset)
 
 
-def bad_model_rollout(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def bad_model_rollout(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     weight = float(p.get("weight", rng.uniform(0.1, 0.25)))
     model = str(p.get("model_revision", "ft-2026-01-rc3"))
 
@@ -117,7 +115,7 @@ def bad_model_rollout(fleet: Fleet, at: float, p: Params, rng: random.Random) ->
     fleet.schedule(at, onset)
 
 
-def gpu_ecc(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def gpu_ecc(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     wrong = float(p.get("wrong_rate", rng.uniform(0.01, 0.03)))
     sbe_rate = float(p.get("sbe_per_s", rng.uniform(0.5, 5.0)))
 
@@ -151,7 +149,7 @@ def gpu_ecc(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
     fleet.schedule(at, onset)
 
 
-def cuda_graph_crash(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def cuda_graph_crash(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     version = str(p.get("vllm_version", "0.33.0"))
     eager = bool(p.get("enforce_eager", False))
 
@@ -163,7 +161,7 @@ def cuda_graph_crash(fleet: Fleet, at: float, p: Params, rng: random.Random) -> 
     fleet.schedule(at, onset)
 
 
-def long_context_starvation(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def long_context_starvation(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     share = float(p.get("share", rng.uniform(0.03, 0.05)))
     lo, hi = p.get("prompt_tokens", (5_000, 100_000))
 
@@ -179,7 +177,7 @@ def long_context_starvation(fleet: Fleet, at: float, p: Params, rng: random.Rand
     fleet.schedule(at, onset)
 
 
-def pod_outlier(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
+def pod_outlier(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     factor = float(p.get("factor", rng.uniform(2.0, 4.0)))
 
     def onset(t: float) -> None:
@@ -191,7 +189,7 @@ def pod_outlier(fleet: Fleet, at: float, p: Params, rng: random.Random) -> None:
     fleet.schedule(at, onset)
 
 
-_HANDLERS: dict[str, Callable[[Fleet, float, Params, random.Random], None]] = {
+_HANDLERS: dict[str, Callable[[FleetHooks, float, Params, random.Random], None]] = {
     "kv-capacity": kv_capacity,
     "engine-hang": engine_hang,
     "prefix-cache-drop": prefix_cache_drop,
@@ -204,5 +202,5 @@ _HANDLERS: dict[str, Callable[[Fleet, float, Params, random.Random], None]] = {
 }
 
 
-def install(fleet: Fleet, spec: FaultSpec) -> None:
+def install(fleet: FleetHooks, spec: FaultSpec) -> None:
     _HANDLERS[spec.kind](fleet, spec.at, dict(spec.params), fleet.fault_rng)

@@ -20,7 +20,7 @@ from llm_oncall.sim.config import FaultSpec, FleetConfig, GroundTruth
 from llm_oncall.sim.dcgm import DcgmOptions, Gpu, render_node
 from llm_oncall.sim.exposition import PageContext, render_engine_page
 from llm_oncall.sim.gateway import Gateway
-from llm_oncall.sim.pods import READY, TERMINATED, Pod, Revision
+from llm_oncall.sim.pods import READY, TERMINATED, Pod, Revision, Rollout
 from llm_oncall.sim.request import Request
 from llm_oncall.sim.router import Router, mix64
 
@@ -74,7 +74,7 @@ class Fleet:
         self.configmap_version = 41_207
         self.generation = 3
         self.observed_generation = 3
-        self.rollout: lifecycle.Rollout | None = None
+        self.rollout: Rollout | None = None
         self.desired_replicas = cfg.pods
         self.truth = GroundTruth("healthy", None)
         self._next_log = cfg.log_interval_s

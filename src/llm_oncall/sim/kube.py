@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from llm_oncall.sim.exposition import fmt
+from llm_oncall.sim.hooks import FleetHooks
 from llm_oncall.sim.pods import CRASHLOOP, READY, TERMINATED
 
-if TYPE_CHECKING:
-    from llm_oncall.sim.fleet import Fleet
 
-
-def render(fleet: Fleet) -> str:
+def render(fleet: FleetHooks) -> str:
     cfg = fleet.cfg
     ns = cfg.namespace
     pods = [p for p in fleet.pods if p.state != TERMINATED]

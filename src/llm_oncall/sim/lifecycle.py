@@ -3,35 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from llm_oncall.sim import logs
 from llm_oncall.sim.config import FleetConfig
 from llm_oncall.sim.dcgm import Gpu
-from llm_oncall.sim.pods import CRASH_BACKOFF_S, CRASHLOOP, DOWN, READY, STARTING, TERMINATED, Pod, Revision
+from llm_oncall.sim.hooks import FleetHooks
+from llm_oncall.sim.pods import CRASH_BACKOFF_S, CRASHLOOP, DOWN, READY, STARTING, TERMINATED, Pod, Revision, Rollout
 from llm_oncall.sim.router import mix64
-
-if TYPE_CHECKING:
-    from llm_oncall.sim.fleet import Fleet
-
-
-@dataclass
-class Rollout:
-    new: Revision
-    old: list[str]  # revision names being replaced
-    kind: str
-    canary_weight: float | None = None
-    created: list[str] = field(default_factory=list)
-    surge: list[str] = field(default_factory=list)
-    """Pods on top of the replica count: canaries, and the one new pod of a rolling update not yet Ready.
-
-    A rolling update's new pod stops being surge once it is Ready and an old pod is terminated for it: from
-    then on it is one of the Deployment's replicas (counted by scaling and the HPA)."""
-
-    def add(self, pod: Pod) -> None:
-        self.created.append(pod.name)
-        self.surge.append(pod.name)
 
 
 def cache_labels(cfg: FleetConfig) -> tuple[tuple[str, str], ...]:
@@ -60,7 +38,7 @@ def _node_name(i: int) -> str:
     return f"gpu-node-{i:02d}"
 
 
-def _place(fleet: Fleet, tp: int, group: int) -> tuple[str, list[Gpu]]:
+def _place(fleet: FleetHooks, tp: int, group: int) -> tuple[str, list[Gpu]]:
     """Pods of one group share a node (their collectives run over its NVLink)."""
     cfg = fleet.cfg
     want_node = None
@@ -83,7 +61,7 @@ def _place(fleet: Fleet, tp: int, group: int) -> tuple[str, list[Gpu]]:
     return name, gpus[:tp]
 
 
-def create_pod(fleet: Fleet, rev: Revision, warm: bool = False, t: float = 0.0) -> Pod:
+def create_pod(fleet: FleetHooks, rev: Revision, warm: bool = False, t: float = 0.0) -> Pod:
     cfg = fleet.cfg
     n = fleet.pods_created
     fleet.pods_created += 1
@@ -107,7 +85,7 @@ def create_pod(fleet: Fleet, rev: Revision, warm: bool = False, t: float = 0.0) 
     return pod
 
 
-def _start(fleet: Fleet, pod: Pod, t: float) -> None:
+def _start(fleet: FleetHooks, pod: Pod, t: float) -> None:
     cfg = fleet.cfg
     pod.state = STARTING
     pod.state_at = t
@@ -123,7 +101,7 @@ def _start(fleet: Fleet, pod: Pod, t: float) -> None:
                                cfg.engine.num_gpu_blocks))
 
 
-def advance(fleet: Fleet, t: float) -> None:
+def advance(fleet: FleetHooks, t: float) -> None:
     for pod in fleet.pods:
         if pod.state == READY or pod.state == TERMINATED or t < pod.next_at:
             continue
@@ -147,7 +125,7 @@ def advance(fleet: Fleet, t: float) -> None:
             _start(fleet, pod, t)
 
 
-def _on_ready(fleet: Fleet, pod: Pod, t: float) -> None:
+def _on_ready(fleet: FleetHooks, pod: Pod, t: float) -> None:
     ro = fleet.rollout
     if ro is None or pod.revision is not ro.new or ro.canary_weight is not None:
         return
@@ -163,7 +141,7 @@ def _on_ready(fleet: Fleet, pod: Pod, t: float) -> None:
         fleet.rollout = None
 
 
-def terminate(fleet: Fleet, pod: Pod, t: float) -> None:
+def terminate(fleet: FleetHooks, pod: Pod, t: float) -> None:
     pod.state = TERMINATED
     pod.state_at = t
     for g in pod.gpus:
@@ -171,7 +149,7 @@ def terminate(fleet: Fleet, pod: Pod, t: float) -> None:
         g.busy = 0.0
 
 
-def start_rollout(fleet: Fleet, rev: Revision, t: float, kind: str = "rollout",
+def start_rollout(fleet: FleetHooks, rev: Revision, t: float, kind: str = "rollout",
                   canary_weight: float | None = None) -> Rollout:
     old = sorted({p.revision.name for p in fleet.pods if p.state != TERMINATED})
     fleet.generation += 1
@@ -194,7 +172,7 @@ def start_rollout(fleet: Fleet, rev: Revision, t: float, kind: str = "rollout",
     return ro
 
 
-def crash(fleet: Fleet, pod: Pod, t: float, reason: str, oom: bool) -> None:
+def crash(fleet: FleetHooks, pod: Pod, t: float, reason: str, oom: bool) -> None:
     if oom:
         pod.log(logs.oom_lines(fleet.cfg.epoch + t))
     lost = pod.engine.abort_all(t)
@@ -209,7 +187,7 @@ def crash(fleet: Fleet, pod: Pod, t: float, reason: str, oom: bool) -> None:
     fleet.connection_lost(pod, lost, t)
 
 
-def scale(fleet: Fleet, replicas: int, t: float, why: str) -> None:
+def scale(fleet: FleetHooks, replicas: int, t: float, why: str) -> None:
     # The pods a rollout surged in belong to the rollout, not to the replica count (Kubernetes scales
     # the Deployment's spec.replicas; maxSurge pods come on top), so scaling never deletes them.  A new
     # pod that already replaced an old one is a replica (see Rollout.surge): counting every pod the
@@ -231,7 +209,7 @@ def scale(fleet: Fleet, replicas: int, t: float, why: str) -> None:
                        replicas=replicas)
 
 
-def autoscale(fleet: Fleet, t: float) -> None:
+def autoscale(fleet: FleetHooks, t: float) -> None:
     ready = [p for p in fleet.pods if p.state == READY]
     if not ready:
         return
@@ -246,7 +224,7 @@ def autoscale(fleet: Fleet, t: float) -> None:
         scale(fleet, want, t, f"HPA {fleet.cfg.hpa.metric} avg {metric:.1f}")
 
 
-def config_change(fleet: Fleet, t: float, policy: str, apply: bool = True) -> None:
+def config_change(fleet: FleetHooks, t: float, policy: str, apply: bool = True) -> None:
     """Record the change; `apply=False` leaves the effect to a later reload (config propagation delay)."""
     old = fleet.router.policy
     if apply:
@@ -256,7 +234,7 @@ def config_change(fleet: Fleet, t: float, policy: str, apply: bool = True) -> No
                        configmap="router-config", resource_version=str(fleet.configmap_version))
 
 
-def update_gpus(fleet: Fleet, dt: float) -> None:
+def update_gpus(fleet: FleetHooks, dt: float) -> None:
     tp = fleet.cfg.tp
     for p in fleet.pods:
         if p.state == TERMINATED:
@@ -273,7 +251,7 @@ def update_gpus(fleet: Fleet, dt: float) -> None:
                 g.advance(dt, 0.0, tp)
 
 
-def log_stats(fleet: Fleet, t: float) -> None:
+def log_stats(fleet: FleetHooks, t: float) -> None:
     iv = fleet.cfg.log_interval_s
     epoch = fleet.cfg.epoch + t
     for p in fleet.pods:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llm_oncall.sim.dcgm import Gpu
 from llm_oncall.sim.engine import Engine, EngineConfig, StepModel
@@ -73,3 +73,21 @@ class Pod:
             self.logs.extend(lines)
         if len(self.logs) > 5000:
             del self.logs[:1000]
+
+
+@dataclass
+class Rollout:
+    new: Revision
+    old: list[str]  # revision names being replaced
+    kind: str
+    canary_weight: float | None = None
+    created: list[str] = field(default_factory=list)
+    surge: list[str] = field(default_factory=list)
+    """Pods on top of the replica count: canaries, and the one new pod of a rolling update not yet Ready.
+
+    A rolling update's new pod stops being surge once it is Ready and an old pod is terminated for it: from
+    then on it is one of the Deployment's replicas (counted by scaling and the HPA)."""
+
+    def add(self, pod: Pod) -> None:
+        self.created.append(pod.name)
+        self.surge.append(pod.name)

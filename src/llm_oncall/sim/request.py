@@ -8,10 +8,9 @@ held in locals. Observations keep their order, so sums come out bit-identical to
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from llm_oncall.sim.engine import Engine
+from llm_oncall.sim.histograms import Histogram
 
 WAITING, PREFILL, DECODE, FINISHED = 0, 1, 2, 3
 # Request(*q) arguments of a request that has not been scheduled yet:
@@ -55,7 +54,28 @@ class Request:
         self.reason = ""
 
 
-def observe_finished(e: Engine) -> None:
+class RequestHistograms(Protocol):
+    """What `observe_finished` reads and updates: an engine's finished requests and its request histograms."""
+
+    pending: list[Request]
+    ttft_pending: list[float]
+    h_ttft: Histogram
+    h_tpot: Histogram
+    h_e2e: Histogram
+    h_queue: Histogram
+    h_inference: Histogram
+    h_prefill: Histogram
+    h_decode: Histogram
+    h_prompt: Histogram
+    h_gen: Histogram
+    h_max_gen: Histogram
+    h_max_tokens: Histogram
+    h_kv_computed: Histogram
+    h_n: Histogram
+    h_preempt: Histogram
+
+
+def observe_finished(e: RequestHistograms) -> None:
     """Feed the queued TTFTs and finished requests of `e` to its histograms (what `_finish` used to observe)."""
     bl = bisect_left
     ttft = e.ttft_pending

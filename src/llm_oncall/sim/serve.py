@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from llm_oncall.httpserve import send
+from llm_oncall.signals.httpserve import send
 from llm_oncall.sim.fleet import Fleet
 from llm_oncall.sim.pods import READY
 

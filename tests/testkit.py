@@ -1,4 +1,8 @@
-"""A real Prometheus (Debian package) on 127.0.0.1 for the integration tests; always stopped."""
+"""What the tests share: free ports, waiting on a condition (never on a clock alone), and a temp Prometheus.
+
+Waiting is always "until the condition holds, bounded by a generous timeout": on a busy 2-core CI machine a
+fixed sleep is either too short (flaky) or too long (slow).
+"""
 
 from __future__ import annotations
 
@@ -17,19 +21,35 @@ PROMETHEUS = shutil.which("prometheus")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it); also a port nothing listens on."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
     return port
 
 
-def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
+def wait_until(cond: Callable[[], bool], timeout: float, step: float = 0.02) -> bool:
+    """True as soon as ``cond()`` holds; after ``timeout`` seconds, its last answer."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Like wait_until, but a timeout fails the test and says what it waited for."""
+    if not wait_until(check, timeout_s, step=0.1):
+        raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+
+
+def http_ok(url: str, timeout_s: float = 1.0) -> bool:
+    """True when ``url`` answers 200 right now (a refused or slow connection is False, never an error)."""
+    try:
+        return httpx.get(url, timeout=timeout_s).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def run_prometheus(tmp: Path, scrape_configs: str) -> Iterator[str]:
@@ -53,10 +73,7 @@ def run_prometheus(tmp: Path, scrape_configs: str) -> Iterator[str]:
             if proc.poll() is not None:
                 raise AssertionError(f"prometheus exited with {proc.returncode}: "
                                      f"{(tmp / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
+            return http_ok(f"{url}/-/ready")
 
         wait_for(ready, 30, "Prometheus to be ready")
         yield url

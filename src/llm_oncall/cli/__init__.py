@@ -1,0 +1,22 @@
+"""The `llm-oncall` command line: one module per command group; this module assembles the Typer app."""
+
+from __future__ import annotations
+
+import typer
+
+from llm_oncall.cli import bench, diagnose, evidence, probe, runbooks, sim
+from llm_oncall.cli.drill import drill
+
+app = typer.Typer(help="On-call autopilot for vLLM inference fleets.", no_args_is_help=True,
+                  pretty_exceptions_enable=False, add_completion=False)
+diagnose.register(app)
+app.command()(drill)
+app.add_typer(bench.app, name="bench")
+app.add_typer(evidence.app, name="evidence")
+app.add_typer(probe.app, name="probe")
+app.add_typer(runbooks.app, name="runbooks")
+app.add_typer(sim.app, name="sim")
+
+
+def main() -> None:
+    app()

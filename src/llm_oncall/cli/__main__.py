@@ -1,0 +1,5 @@
+"""`python -m llm_oncall.cli`."""
+
+from llm_oncall.cli import main
+
+main()

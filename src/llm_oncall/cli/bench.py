@@ -1,0 +1,74 @@
+"""`bench`: benchmarks that print the comparison measured in the same run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from llm_oncall.cli.common import JsonOpt, console, fail, print_json
+
+app = typer.Typer(help="Benchmarks that print the comparison measured in the same run.", no_args_is_help=True)
+
+
+@app.command("ingest")
+def bench_ingest(
+    files: Annotated[list[Path] | None, typer.Argument(help="/metrics pages (default: bundled vLLM pages).")] = None,
+    seconds: Annotated[float, typer.Option(help="Measuring time per parser.")] = 4.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Parse throughput: ours vs prometheus_client's text parser on the same pages."""
+    from llm_oncall.drills import bench_ingest as bi
+
+    try:
+        pages = bi.read_pages(files) if files else bi.bundled_pages()
+    except OSError as exc:
+        raise fail(str(exc)) from exc
+    result = bi.run(pages, seconds)
+    if as_json:
+        print_json(result.to_json())
+        return
+    console.print(f"pages: {result.pages} (avg {result.bytes_per_page / 1024:.1f} KiB)")
+    console.print(f"llm-oncall parser:         {result.ours_pages_per_s:10.0f} pages/s")
+    console.print(f"prometheus_client parser:  {result.prometheus_client_pages_per_s:10.0f} pages/s")
+    console.print(f"ratio: [bold]{result.ratio:.1f}×[/bold]; 1,000 pods every 15 s needs "
+                  f"{result.fleet_core_fraction * 100:.1f}% of one core")
+
+
+@app.command("sim")
+def bench_sim(
+    pods: Annotated[int, typer.Option(help="Pods in the simulated fleet.")] = 16,
+    rate: Annotated[float, typer.Option(help="Requests per second per pod.")] = 20.0,
+    sim_seconds: Annotated[float, typer.Option(help="Simulated seconds to run.")] = 600.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Simulator speed: simulated seconds per wall second (goal ≥ 100× real time)."""
+    from llm_oncall.sim import bench
+
+    result = bench.run(pods=pods, rate_per_pod=rate, sim_seconds=sim_seconds)
+    if as_json:
+        print_json(result)
+        return
+    console.print(f"{pods} pods at {rate:g} req/s each: {sim_seconds:.0f} simulated s "
+                  f"in {result['wall_seconds']:.1f} s")
+    console.print(f"simulated seconds per wall second: [bold]{result['sim_seconds_per_wall_second']:.0f}×[/bold] "
+                  f"real time (goal 100×); simulated requests/s: {result['requests_per_s']:.0f}")
+
+
+@app.command("drill")
+def bench_drill(
+    scenarios: Annotated[int, typer.Option(help="Scenarios to run.")] = 16,
+    seed: Annotated[int, typer.Option(help="Seed.")] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drill throughput: scenarios per minute on all cores, against a single core, same scenarios."""
+    from llm_oncall.drills import bench_drill as bd
+
+    result = bd.run(scenarios, seed)
+    if as_json:
+        print_json(result)
+        return
+    console.print(f"{scenarios} scenarios: {result['scenarios_per_minute']:.1f}/min on {result['workers']} workers, "
+                  f"{result['single_worker_scenarios_per_minute']:.1f}/min on one (speed-up "
+                  f"{result['speedup']:.2f}×)")

@@ -1,0 +1,186 @@
+"""`diagnose` and `capture`: read a fleet live, through Prometheus or from a bundle."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from llm_oncall.cli import common
+from llm_oncall.cli.common import (
+    DcgmOpt,
+    JsonOpt,
+    LangOpt,
+    RunbooksOpt,
+    TargetOpt,
+    TargetsFileOpt,
+    console,
+    err_console,
+    fail,
+    print_json,
+)
+from llm_oncall.diagnosis.autopilot import Autopilot
+from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.diagnosis.report import report
+from llm_oncall.evidence.classify import classify_file
+from llm_oncall.signals.bundle import BundleError, BundleWriter, ReplaySource
+from llm_oncall.signals.prometheus import PrometheusError, PrometheusSource
+from llm_oncall.signals.scrape import ScrapeSource
+from llm_oncall.signals.source import Batch, Target
+from llm_oncall.signals.targets import parse_target, read_file_sd
+from llm_oncall.signals.view import snapshot_table
+
+REPLAY_SCRAPES_KEPT = 1_000_000  # a recorded history is stepped through from its start: keep all of it
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(diagnose)
+    app.command()(capture)
+
+
+def _targets(specs: list[str], dcgm: list[str], files: list[Path]) -> list[Target]:
+    try:
+        targets = [parse_target(s) for s in specs]
+        targets += [parse_target(s, kind="dcgm") for s in dcgm]
+        for f in files:
+            targets += read_file_sd(f)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+    names = [t.name for t in targets]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise fail(f"duplicate target names: {', '.join(sorted(dupes))} (name them: NAME=URL)")
+    return targets
+
+
+
+def _live(pilot: Autopilot, targets: list[Target], interval: float, samples: int,
+          writer: BundleWriter | None) -> Diagnosis | None:
+    source = ScrapeSource(targets, timeout_s=min(10.0, max(1.0, interval * 0.8)), keep_text=writer is not None)
+    diagnosis: Diagnosis | None = None
+    with err_console.status("scraping") as status:
+        for i in range(samples):
+            started = time.monotonic()
+            batch = source.collect()
+            pilot.observe(batch)
+            if writer is not None:
+                for obs in batch.observations:
+                    writer.write(obs)
+            down = sum(1 for o in batch.observations if o.page is None)
+            if i >= 1:
+                diagnosis = pilot.step()
+            status.update(f"scrape {i + 1}/{samples}: {len(batch.observations) - down} up, {down} down"
+                          + (f" — {diagnosis.incident}" if diagnosis else ""))
+            if i + 1 < samples:
+                time.sleep(max(0.0, interval - (time.monotonic() - started)))
+    return diagnosis
+
+
+def _replay(pilot: Autopilot, batch: Batch) -> Diagnosis | None:
+    """Feed a whole recorded history, diagnosing at every scrape time as the live loop would."""
+    pilot.observe(batch)
+    diagnosis: Diagnosis | None = None
+    for t in pilot.store.times()[1:]:
+        diagnosis = pilot.step(at=t)
+    return diagnosis
+
+
+def diagnose(
+    target: TargetOpt = [],  # noqa: B006 — Typer reads the default
+    dcgm: DcgmOpt = [],  # noqa: B006
+    targets_file: TargetsFileOpt = [],  # noqa: B006
+    prometheus: Annotated[str | None, typer.Option(help="Prometheus base URL.")] = None,
+    selector: Annotated[str, typer.Option(help='Label matchers for Prometheus, e.g. job="vllm".')] = "",
+    replay: Annotated[Path | None, typer.Option(help="A capture bundle directory.")] = None,
+    logs: Annotated[list[Path], typer.Option("--logs", help="Log or command-output files as evidence.")] = [],  # noqa: B006
+    interval: Annotated[float, typer.Option(help="Seconds between scrapes (live).")] = 5.0,
+    samples: Annotated[int, typer.Option(help="Scrapes to take (live).", min=2)] = 4,
+    window: Annotated[float | None, typer.Option(help="Window in seconds for rates and quantiles.")] = None,
+    runbooks: RunbooksOpt = [],  # noqa: B006
+    lang: LangOpt = "en",
+    as_json: JsonOpt = False,
+) -> None:
+    """Read the fleet (live, through Prometheus, or from a capture) and say what is wrong."""
+    modes = sum(x for x in (bool(target or dcgm or targets_file), prometheus is not None, replay is not None))
+    if modes != 1:
+        raise fail("give exactly one of --target/--targets-file, --prometheus or --replay")
+    if interval <= 0:
+        raise fail("--interval must be positive")
+    registry = common.registry(runbooks)
+    for f in logs:
+        if not f.is_file():
+            raise fail(f"--logs {f}: no such file")
+    try:
+        if replay is not None:
+            rs = ReplaySource(replay)
+            pilot = Autopilot(rs.interval_s, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
+            pilot.add_findings([classify_file(f) for f in logs])
+            diagnosis = _replay(pilot, rs.collect())
+        elif prometheus is not None:
+            ps = PrometheusSource(prometheus, selector, window_s=max(window or 0, 40 * interval), step_s=interval)
+            pilot = Autopilot(interval, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
+            pilot.add_findings([classify_file(f) for f in logs])
+            diagnosis = _replay(pilot, ps.collect())
+        else:
+            pilot = Autopilot(interval, registry, lang, window)
+            pilot.add_findings([classify_file(f) for f in logs])
+            diagnosis = _live(pilot, _targets(target, dcgm, targets_file), interval, samples, None)
+    except (BundleError, PrometheusError, ValueError) as exc:
+        raise fail(str(exc)) from exc
+    store = pilot.store
+    for problem in store.problems[:20]:
+        err_console.print(Text.assemble(("warning:", "yellow"), " ", problem), soft_wrap=True)
+    if store.latest_time() is None or not any(t.kind == "vllm" for t in store.targets.values()):
+        raise fail("no vLLM telemetry found")
+    snap = pilot.snapshots[-1] if pilot.snapshots else store.snapshot(window_s=window)
+    if snap.fleet.pods_up == 0:
+        # Nothing answered: that is not "healthy", and the scrape errors are the first thing to read.
+        errors = "; ".join(f"{p.name}: {p.error}" for p in snap.pods[:5])
+        raise fail(f"no vLLM target is up at t={snap.t:.0f}s ({errors})", code=3)
+    if as_json:
+        body: dict[str, Any] = diagnosis.to_json() if diagnosis else {"incident": "unknown", "confidence": 0.0,
+                                                                   "summary": "not enough scrapes to diagnose"}
+        body["snapshot"] = snap.to_json()
+        print_json(body)
+        return
+    console.print(snapshot_table(snap))
+    if diagnosis is not None:
+        console.print(report(diagnosis, lang))
+    else:
+        console.print("[yellow]not enough scrapes to diagnose (need at least two)[/yellow]")
+
+
+def capture(
+    out: Annotated[Path, typer.Option(help="New directory for the bundle.")],
+    target: TargetOpt = [],  # noqa: B006
+    dcgm: DcgmOpt = [],  # noqa: B006
+    targets_file: TargetsFileOpt = [],  # noqa: B006
+    duration: Annotated[float, typer.Option(help="Seconds to capture.")] = 60.0,
+    interval: Annotated[float, typer.Option(help="Seconds between scrapes.")] = 5.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Scrape targets for a while and write a capture bundle (attach it to the ticket)."""
+    targets = _targets(target, dcgm, targets_file)
+    if not targets:
+        raise fail("give at least one --target or --targets-file")
+    if interval <= 0 or duration < interval:
+        raise fail("need --interval > 0 and --duration >= --interval")
+    try:
+        writer = BundleWriter(out, interval)
+    except (BundleError, OSError) as exc:
+        raise fail(str(exc)) from exc
+    samples = int(duration // interval) + 1
+    pilot = Autopilot(interval)
+    try:
+        _live(pilot, targets, interval, samples, writer)
+    except KeyboardInterrupt:
+        err_console.print(f"[yellow]interrupted; partial bundle kept in {out}[/yellow]")
+        raise typer.Exit(130) from None
+    pages = sum(len(s.scrapes) for s in pilot.store.series.values())
+    if as_json:
+        print_json({"out": str(out), "targets": len(targets), "scrapes": pages})
+    else:
+        console.print(f"wrote {pages} scrapes of {len(targets)} targets to {out}")

@@ -1,0 +1,49 @@
+"""`drill`: the main job — incidents injected into a simulated fleet, the autopilot scored."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from llm_oncall.cli.common import JsonOpt, console, err_console, fail, print_json
+
+
+def drill(
+    incidents: Annotated[list[str] | None, typer.Argument(help="Incident ids (default: all 8).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed: same seed, same fleet, same telemetry.")] = 7,
+    suite: Annotated[int | None, typer.Option(help="Run N randomized scenarios and score them.")] = None,
+    soak: Annotated[str | None, typer.Option(help="Healthy soak of simulated duration, e.g. 24h.")] = None,
+    workers: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The main job: inject incidents into a simulated fleet and score the autopilot."""
+    from llm_oncall.drills import runner
+    from llm_oncall.drills.scoreboard import scoreboard
+
+    if suite is not None or soak is not None:
+        from llm_oncall.drills import suite as suite_mod
+
+        if soak is not None:
+            suite_mod.soak_cli(soak, seed, as_json, console)
+        else:
+            suite_mod.suite_cli(suite or 0, seed, workers, as_json, console)
+        return
+    known = (*runner.DRILL_INCIDENTS, "pod-outlier", "healthy")
+    chosen = list(incidents or runner.DRILL_INCIDENTS)
+    unknown = [i for i in chosen if i not in known]
+    if unknown:
+        raise fail(f"unknown incident(s): {', '.join(unknown)}; choose from {', '.join(known)}")
+    jobs = [(i, seed) for i in chosen]
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
+        task = progress.add_task("drilling", total=len(jobs))
+        results = runner.run_many(jobs, workers, progress=lambda r: progress.advance(task))
+    if as_json:
+        print_json({"results": [r.to_json() for r in results], "correct": sum(r.correct for r in results),
+                    "total": len(results), "seed": seed})
+    else:
+        console.print(scoreboard(results, seed))
+    if not all(r.correct for r in results):
+        raise typer.Exit(1)
