@@ -166,9 +166,12 @@ class Compiled:
     def id(self) -> str:
         return self.sig.id
 
-    def match(self, line: str) -> re.Match[str] | None:
+    def has_needle(self, line: str) -> bool:
         probe = line.lower() if self.sig.ignore_case else line
-        if not any(n in probe for n in self.needles):
+        return any(n in probe for n in self.needles)
+
+    def match(self, line: str) -> re.Match[str] | None:
+        if not self.has_needle(line):
             return None
         m = self.rx.search(line)
         if m is None or any(b.search(line) for b in self.benign_if):

@@ -89,24 +89,29 @@ def reset_signatures() -> None:
     register("signatures", _signatures)
 
 
-# Lines that say something failed, whatever wrote them: a Python exception line, a traceback header, a log
-# level of ERROR/FATAL/CRITICAL (also glog "E1022 ..." and c10d "[E ...]"), a crash of the process.
-_ERROR_LINE = re.compile(
-    r"^\s{0,8}(?:[A-Za-z_][\w.]{0,80}\.)?[A-Z]\w{0,60}(?:Error|Exception)(?::\s|$)"
+# Lines that say something failed, whatever wrote them. Strong: a Python exception line (also after a log
+# prefix), a traceback header, FATAL/CRITICAL, a crash of the process. Weak: an ERROR log level (also glog
+# "E1022 ..." and c10d "[E ...]"), which many programs print for routine trouble (a client that went away).
+_STRONG_ERROR = re.compile(
+    r"(?:^|\]\s|:\s)\s{0,8}(?:[A-Za-z_][\w.]{0,80}\.)?[A-Z]\w{0,60}(?:Error|Exception)(?::\s|\s*$)"
     r"|Traceback \(most recent call last\)"
-    r"|(?:^|[\s\[(|])(?:ERROR|FATAL|CRITICAL)(?:[\s\]:|)]|$)"
-    r"|^\s{0,4}\[?[EF]\d{4} \d\d:\d\d:\d\d"
-    r"|\]:\[E[\s\d]"
+    r"|(?:^|[\s\[(|])(?:FATAL|CRITICAL)(?:[\s\]:|)]|$)"
     r"|Segmentation fault|core dumped|terminate called after throwing|^panic: |Fatal Python error"
 )
+_WEAK_ERROR = re.compile(r"(?:^|[\s\[(|])ERROR(?:[\s\]:|)]|$)|^\s{0,4}\[?[EF]\d{4} \d\d:\d\d:\d\d|\]:\[E[\s\d]")
 MAX_ERROR_LINES = 20
 
 
 def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding | None:
+    """Error lines no finding explains. With a benign reading of the file, only strong ones count: an ERROR
+    level next to a recognised healthy format is routine; a traceback is not."""
     covered = {n for f in found for n in f.lines}
+    strong_only = bool(found)
     rows = []
     for i, line in enumerate(split_lines(text)):
-        if (i + 1) not in covered and _ERROR_LINE.search(line):
+        if (i + 1) in covered:
+            continue
+        if _STRONG_ERROR.search(line) or (not strong_only and _WEAK_ERROR.search(line)):
             rows.append(i)
             if len(rows) >= 200:
                 break
@@ -139,6 +144,14 @@ def classify_all(text: str, name: str) -> list[Finding]:
         for f in items:
             if isinstance(f, Finding):
                 found.append(f if f.parser else f.replace(parser=pname))
+    if not found:
+        try:
+            g = outputs.parse_plain(text, name)
+        except Exception:
+            g = None
+            failed.append("outputs")
+        if g is not None:
+            found.append(g)
     if not any(not f.benign for f in found):
         u = _unknown_errors(text, name, found)
         if u is not None:

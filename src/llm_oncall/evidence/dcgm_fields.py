@@ -44,8 +44,9 @@ _NVLINK_ERR = re.compile(r"^DCGM_FI_DEV_NVLINK_(?:\w*ERROR\w*|COUNT_LINK_RECOVER
 _NVLINK_SKIP = re.compile(r"BER|THROUGHPUT|BANDWIDTH|SUCCESSFUL|_BYTES|_PACKETS$")
 
 _EXPO = re.compile(r"^(?P<name>DCGM_FI_[A-Z0-9_]{2,80})(?:\{(?P<labels>[^}]{0,2000})\})?\s+(?P<value>\S{1,40})")
-_INLINE = re.compile(r"(?P<name>DCGM_FI_[A-Z0-9_]{2,80})\s{0,8}(?:[:=|]|\s)\s{0,8}(?P<value>-?\d{1,20}(?:\.\d{1,6})?"
-                     r"(?:[eE][+-]?\d{1,3})?|N/A)(?![\w.])")
+# A field named in prose or a table: "DCGM_FI_DEV_ROW_REMAP_PENDING: 1", "| `DCGM_FI_..._TOTAL` | 54,731,746,511 |"
+_INLINE = re.compile(r"(?P<name>DCGM_FI_[A-Z0-9_]{2,80})[`'\"*]{0,2}\s{0,8}(?:[:=|]|\s)[\s`'\"*|]{0,8}"
+                     r"(?P<value>-?\d{1,3}(?:,\d{3}){1,6}|-?\d{1,20}(?:\.\d{1,6})?(?:[eE][+-]?\d{1,3})?|N/A)(?![\w.])")
 _GPU_LABEL = re.compile(r'\bgpu="(?P<gpu>[^"]{1,40})"')
 _DMON_ROW = re.compile(r"^\s{0,4}(?P<entity>GPU|GPU-I|GPU-CI)\s{1,8}(?P<id>\d{1,4})\s+(?P<rest>.{0,4000})$")
 
@@ -97,7 +98,7 @@ def _read(lines: tuple[str, ...]) -> tuple[dict[str, _Gpu], int]:
                     relevant += 1
                 continue
             for mi in _INLINE.finditer(line):
-                v = _num(mi.group("value"))
+                v = _num(mi.group("value").replace(",", ""))
                 if v is not None and _record(gpus, "?", mi.group("name"), v, i):
                     relevant += 1
             continue

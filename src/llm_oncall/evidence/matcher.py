@@ -40,10 +40,14 @@ def _number(value: str) -> int | float | str:
 
 
 def scan(text: str, sigs: Sequence[Compiled]) -> list[Hit]:
-    """Every line every signature matches (context signatures included), in signature then line order."""
+    """Every line every signature matches (context signatures included), in signature then line order.
+
+    A line a terminal hard-wrapped ("ProcessGroupNCCL'" / "s watchdog got stuck") is matched joined with the
+    next one when the signature's needle occurs only across the break."""
     if not text:
         return []
     lower: str | None = None
+    flat: str | None = None
     lines: tuple[str, ...] | None = None
     hits: list[Hit] = []
     for c in sigs:
@@ -53,15 +57,33 @@ def scan(text: str, sigs: Sequence[Compiled]) -> list[Hit]:
             probe = lower
         else:
             probe = text
+        wrapped = False
         if not any(n in probe for n in c.needles):
-            continue
+            if flat is None:
+                flat = text.replace("\r", "").replace("\n", "")
+            fprobe = flat.lower() if c.sig.ignore_case else flat
+            if not any(n in fprobe for n in c.needles):
+                continue
+            wrapped = True
         if lines is None:
             lines = split_lines(text)
+        last = -1
         for i, line in enumerate(lines):
+            at = i
             m = c.match(line)
+            if m is None and (wrapped or c.has_needle(line)):
+                # the break may fall before or after this line
+                for j in (i - 1, i):
+                    if j < 0 or j + 1 >= len(lines) or j <= last:
+                        continue
+                    pair = lines[j] + lines[j + 1]
+                    if c.has_needle(pair) and (m := c.match(pair)) is not None:
+                        at = j
+                        break
             if m is not None:
                 groups = {k: v for k, v in m.groupdict().items() if v is not None}
-                hits.append(Hit(c, i, groups, line))
+                hits.append(Hit(c, at, groups, lines[at]))
+                last = at
     return hits
 
 

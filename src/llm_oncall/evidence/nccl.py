@@ -36,9 +36,11 @@ def parse(text: str, name: str) -> Finding | None:
     timeouts: list[dict[str, int | str | None]] = []
     lines: list[int] = []
     last_work: dict[int, dict[str, int]] = {}
-    for i, line in enumerate(split_lines(text)):
+    rows = split_lines(text)
+    for i, line in enumerate(rows):
         if "Watchdog caught" in line:
-            m = _WATCHDOG.search(line)
+            # A terminal may have hard-wrapped the line (mid-number even): try it joined with the next two.
+            m = _WATCHDOG.search(line) or _WATCHDOG.search("".join(rows[i:i + 3]))
             if m:
                 n = _NUMEL.search(m.group("rest") or "")
                 timeouts.append({

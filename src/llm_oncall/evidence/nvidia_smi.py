@@ -60,6 +60,8 @@ def _apply(g: GpuEcc, path: str, value: str) -> bool:
     p = path.lower().replace(" ", "_").replace("-", "_")
     n = to_int(value) or 0
     scope = "volatile" if "/volatile/" in f"/{p}/" else "aggregate" if "/aggregate/" in f"/{p}/" else ""
+    if "/" not in p and _GREPPED_LEAF.match(path.strip()) and "bit" not in p:
+        p, scope = f"ecc_errors/aggregate/{p}", "aggregate"  # a grep kept the leaf, not its section
     if p.startswith("ecc_errors/") and scope:
         leaf = p.rsplit("/", 1)[-1]
         old_style = "/single_bit/" in p or "/double_bit/" in p
@@ -103,6 +105,12 @@ def _apply(g: GpuEcc, path: str, value: str) -> bool:
     return False
 
 
+# Sections of `nvidia-smi -q` a user pastes on their own (without the "GPU 0000..." header), and leaf names
+# that survive a `nvidia-smi -q | grep -i correctable`.
+_SECTIONS = frozenset({"ecc errors", "remapped rows", "retired pages", "ecc mode", "page retirement"})
+_GREPPED_LEAF = re.compile(r"^(?:sram|dram)? ?(?:un)?correctable\b|^(?:single|double) bit ecc$", re.I)
+
+
 def _query_text(lines: tuple[str, ...]) -> list[GpuEcc]:
     out: list[GpuEcc] = []
     g: GpuEcc | None = None
@@ -114,9 +122,20 @@ def _query_text(lines: tuple[str, ...]) -> list[GpuEcc]:
             out.append(g)
             stack = []
             continue
-        if g is None or not line.strip():
+        if not line.strip():
             continue
         indent = len(line) - len(line.lstrip(" \t"))
+        key0, sep0, value0 = line.strip().partition(":")
+        if (g is None or g.gpu == "?") and (
+                (key0.strip().lower() in _SECTIONS and not value0.strip())
+                or (g is None and sep0 and value0.strip() and _GREPPED_LEAF.match(key0.strip()))):
+            if g is None:
+                g = GpuEcc("?")  # an excerpt: one GPU, unnamed
+                out.append(g)
+            if indent == 0:
+                indent = 1
+        if g is None:
+            continue
         if indent == 0:
             g = None  # back at top level: a new command's output or unrelated text
             continue

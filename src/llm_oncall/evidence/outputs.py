@@ -35,6 +35,9 @@ _SPECIAL = re.compile(
     r"<\|reserved_special_token_\d{1,6}\|>|<\|[a-z][a-z_]{1,30}\|>|<unk>|<pad>|\[PAD\]|\[UNK\]|<extra_id_\d{1,4}>"
     r"|<unused\d{1,5}>|\[unused\d{1,5}\]|<0x[0-9A-F]{2}>|</?s>"
 )
+# Chat-template role markers leaking into the text (ChatGLM's "<|assistant|>", decoded as "|assistant|" too).
+_ROLES = r"(?:assistant|user|system|observation)"
+_ROLE = re.compile(rf"<\|{_ROLES}\|>|(?<![<|])\|{_ROLES}\|(?![>|])")
 _RESERVED = re.compile(
     r"reserved_special_token|<unused\d|\[unused\d|<extra_id_|<unk>|\[UNK\]|<pad>|\[PAD\]|<0x[0-9A-F]{2}>")
 _LANGUAGE_ASKED = re.compile(
@@ -43,6 +46,8 @@ _LANGUAGE_ASKED = re.compile(
     re.IGNORECASE,
 )
 _CJK_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"})
+_NOT_A_SCRIPT = frozenset({"MATHEMATICAL", "MODIFIER", "FULLWIDTH", "HALFWIDTH", "CIRCLED", "PARENTHESIZED",
+                           "SUPERSCRIPT", "SUBSCRIPT", "COMBINING", "NKO"})
 # Latin mixes with Greek (α-helix, Δx) and with the CJK family (使用GPU) in normal text.
 _MIX_OK = frozenset({frozenset({"LATIN", "GREEK"})})
 
@@ -60,6 +65,8 @@ def _script(ch: str) -> str | None:
     try:
         first = unicodedata.name(ch).split(" ", 1)[0]
     except ValueError:
+        return None
+    if first in _NOT_A_SCRIPT:
         return None
     return "CJK" if first in _CJK_FAMILY else first
 
@@ -80,6 +87,8 @@ def _loop(text: str) -> tuple[str, int] | None:
         covered = k * p
         if k >= MIN_LOOP_REPEATS and covered >= MIN_LOOP_CHARS and covered >= 0.5 * n and unit.strip():
             return unit, k
+        if k >= 8 and covered >= 120 and unit.strip():  # a late loop that runs to the end (max_tokens)
+            return unit, k
         if k >= 20 and unit.strip():
             return unit, k
     return None
@@ -90,6 +99,30 @@ def _word_loop(text: str) -> float:
     if len(words) < 40:
         return 1.0
     return len(set(words)) / len(words)
+
+
+NGRAM = 4
+# 150-word chunks of this repository's docs, code and YAML (491 of them) repeat at most 20% of their 4-grams
+# (median 0): 0.3 keeps a margin above healthy text, including code and JSON.
+REPEATED_NGRAM_SHARE = 0.3
+
+
+def _repeated_ngrams(text: str) -> float:
+    """Share of word 4-grams seen earlier in the same output: a phrase loop that varies a little still
+    repeats its 4-grams; normal prose, code and JSON repeat few (punctuation-only words are skipped)."""
+    words = [w.lower() for w in text.split() if any(ch.isalnum() for ch in w)]
+    if len(words) < 30:
+        return 0.0
+    seen: set[tuple[str, ...]] = set()
+    repeats = 0
+    total = 0
+    for i in range(len(words) - NGRAM + 1):
+        g = tuple(words[i:i + NGRAM])
+        total += 1
+        if g in seen:
+            repeats += 1
+        seen.add(g)
+    return repeats / total if total else 0.0
 
 
 def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | None = None) -> Garbage:
@@ -104,18 +137,21 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
     if not visible:
         reasons.append("empty")
         return Garbage(True, tuple(reasons), scores)
+    if not any(ch.isalnum() for ch in visible) and not _is_json(text):
+        # Nothing but punctuation and symbols (", , ,", "!!!"): no words at all.
+        reasons.append("no_words")
     top, top_n = Counter(visible).most_common(1)[0]
     whole = len(visible) >= 4 and top_n == len(visible)
     most = top_n >= 10 and top_n / len(visible) >= 0.5 and re.search(re.escape(top) * 10, visible) is not None
-    if not top.isalnum() and (whole or most):
+    if not top.isalnum() and (whole or most) and "no_words" not in reasons:
         reasons.append("one_character")
     loop = _loop(text)
     if loop is not None and "one_character" not in reasons:
         reasons.append("repetition")
         scores["loop_repeats"] = float(loop[1])
-    elif _word_loop(text) < 0.15:
+    elif _word_loop(text) < 0.15 or _repeated_ngrams(text) >= REPEATED_NGRAM_SHARE:
         reasons.append("repetition")
-    specials = _SPECIAL.findall(text)
+    specials = _SPECIAL.findall(text) + _ROLE.findall(text)
     reserved = [s for s in specials if _RESERVED.search(s)]
     if reserved or len(specials) >= 3:
         reasons.append("special_tokens")
@@ -144,22 +180,26 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
 
 
 def _soup(text: str, scripts: Counter[str]) -> bool:
-    """Many alphabets, none dominant, or words mixing alphabets that never mix in normal text."""
-    letters = sum(scripts.values())
-    big = [s for s, n in scripts.items() if n / letters >= 0.08]
-    if len(big) >= 4 and scripts.most_common(1)[0][1] / letters < 0.6:
-        return True
-    mixed = 0
+    """Script soup: many writing systems with words that glue them together, or words mixing alphabets that
+    never mix in normal text. A normal answer in Chinese with English terms (使用GPU) mixes two; a
+    translation lists several, each in words of its own."""
+    present = [s for s, n in scripts.items() if n >= 3]
+    strict = 0  # words mixing alphabets (Latin+Thai, Cyrillic+Latin, ...), Latin+Greek and Latin+CJK allowed
+    glued = 0  # words mixing any two writing systems
     words = 0
     for w in text.split():
         ws = {s for ch in w for s in [_script(ch)] if s}
         if not ws:
             continue
         words += 1
+        if len(ws) >= 2:
+            glued += 1
         alphabetic = ws - {"CJK"} if "LATIN" in ws else ws
         if len(alphabetic) >= 2 and frozenset(alphabetic) not in _MIX_OK:
-            mixed += 1
-    return mixed >= 3 and mixed / max(words, 1) >= 0.2
+            strict += 1
+    if len(present) >= 3 and glued >= 3:
+        return True
+    return strict >= 3 and strict / max(words, 1) >= 0.2
 
 
 # ---- samples --------------------------------------------------------------------------------------------
@@ -201,6 +241,14 @@ def measure(samples: Iterable[Sample]) -> dict[str, RevisionQuality]:
             q.reasons.update(g.reasons)
             q.lines.append(s.line)
     return out
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _ints(value: object) -> tuple[int, ...]:
@@ -272,13 +320,45 @@ def _json_samples(text: str) -> list[Sample] | None:
     return got or None
 
 
+_SQ = r"'(?:[^'\\]|\\.){0,20000}'"
+_DQ = r'"(?:[^"\\]|\\.){0,20000}"'
+_STR = f"(?:{_SQ}|{_DQ})"  # a Python repr of a string
 _GENERATED = re.compile(r"Generated response (?P<id>\S{1,200}?)(?: \(streaming [a-z]{1,10}\))?: output: "
-                        r"(?P<out>'(?:[^'\\]|\\.){0,20000}'|\"(?:[^\"\\]|\\.){0,20000}\")"
-                        r"(?:, output_token_ids: (?P<ids>\[[\d, ]{0,20000}\]|None))?")
-_RECEIVED = re.compile(r"Received request (?P<id>\S{1,200}?): prompt: (?P<p>'(?:[^'\\]|\\.){0,20000}'|"
-                       r"\"(?:[^\"\\]|\\.){0,20000}\")")
-_EXAMPLE = re.compile(r"Prompt: (?P<p>'(?:[^'\\]|\\.){0,20000}'|\"(?:[^\"\\]|\\.){0,20000}\"),\s{0,4}"
-                      r"Generated text: (?P<out>'(?:[^'\\]|\\.){0,20000}'|\"(?:[^\"\\]|\\.){0,20000}\")")
+                        rf"(?P<out>{_STR})(?:, output_token_ids: (?P<ids>\[[\d, ]{{0,20000}}\]|None))?")
+_RECEIVED = re.compile(rf"Received request (?P<id>\S{{1,200}}?): prompt: (?P<p>{_STR})")
+_EXAMPLE = re.compile(rf"Prompt: (?P<p>{_STR}),\s{{0,4}}Generated text: (?P<out>{_STR})")
+
+
+_GENERATED_ONLY = re.compile(rf"^\s{{0,8}}Generated text: (?P<out>{_STR})")
+# vLLM's RequestOutput repr: "RequestOutput(request_id=0, prompt='...', ... outputs=[CompletionOutput(index=0,
+# text='...', token_ids=[...], ...)"
+_REQUEST_OUTPUT = re.compile(rf"RequestOutput\(request_id=[^,]{{0,200}}, prompt=(?P<p>{_STR}|None)")
+_COMPLETION_OUTPUT = re.compile(rf"CompletionOutput\(index=\d{{1,4}}, text=(?P<out>{_STR})"
+                                r"(?:, token_ids=(?:array\('l', )?\[(?P<ids>[\d, ]{0,20000})\])?")
+# An OpenAI response cut short (no valid JSON left) or printed as a Python dict: its "content"/"text" value.
+_OPEN_SQ = r"'(?:[^'\\]|\\.){0,50000}'?"
+_OPEN_DQ = r'"(?:[^"\\]|\\.){0,50000}"?'
+_FRAGMENT = re.compile(rf"(?P<q>[\"'])(?:content|text)(?P=q)\s{{0,4}}:\s{{0,4}}(?P<v>{_OPEN_DQ}|{_OPEN_SQ})")
+
+
+def _decode_fragment(v: str) -> str:
+    quote = v[0]
+    body = v[1:-1] if len(v) > 1 and v.endswith(quote) else v[1:]
+    body = re.sub(r"\\(?:u[0-9a-fA-F]{0,3}|x[0-9a-fA-F]?)?$", "", body)  # a cut escape at the end
+    try:
+        out = json.loads('"' + body.replace('"', '\\"') + '"') if quote == '"' else ast.literal_eval(
+            "'" + body + "'")
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return body
+    return out if isinstance(out, str) else body
+
+
+def _fragment_samples(text: str) -> list[Sample] | None:
+    if "choices" not in text and "content" not in text:
+        return None
+    got = [Sample(_decode_fragment(m.group("v")), None, "unknown", (), text.count("\n", 0, m.start()))
+           for m in _FRAGMENT.finditer(text) if "choices" in text[:m.start()] or "message" in text[:m.start()]]
+    return got or None
 
 
 def _literal(s: str | None) -> str | None:
@@ -292,7 +372,7 @@ def _literal(s: str | None) -> str | None:
 
 
 def _log_samples(text: str) -> list[Sample] | None:
-    if "Generated response" not in text and "Generated text:" not in text:
+    if "Generated response" not in text and "Generated text:" not in text and "CompletionOutput(" not in text:
         return None
     prompts: dict[str, str] = {}
     got: list[Sample] = []
@@ -300,17 +380,29 @@ def _log_samples(text: str) -> list[Sample] | None:
         if (r := _RECEIVED.search(line)) and (p := _literal(r.group("p"))) is not None:
             prompts[r.group("id")] = p
         elif (g := _GENERATED.search(line)) and (o := _literal(g.group("out"))) is not None:
-            ids = [int(x) for x in re.findall(r"\d+", g.group("ids") or "")][:4096]
+            ids = tuple(int(x) for x in re.findall(r"\d+", g.group("ids") or ""))[:4096]
             rid = g.group("id")
             got.append(Sample(o, prompts.get(rid) or prompts.get(rid.split("-", 1)[-1]), "unknown", tuple(ids), i))
         elif (e := _EXAMPLE.search(line)) and (o := _literal(e.group("out"))) is not None:
             got.append(Sample(o, _literal(e.group("p")), "unknown", (), i))
+        elif (e := _GENERATED_ONLY.search(line)) and (o := _literal(e.group("out"))) is not None:
+            got.append(Sample(o, None, "unknown", (), i))
+        elif "CompletionOutput(" in line:
+            rp = _REQUEST_OUTPUT.search(line)
+            prompt = _literal(rp.group("p")) if rp else None
+            for c in _COMPLETION_OUTPUT.finditer(line):
+                o = _literal(c.group("out"))
+                if o is not None:
+                    ids = tuple(int(x) for x in re.findall(r"\d+", c.group("ids") or ""))[:4096]
+                    got.append(Sample(o, prompt, "unknown", ids, i))
     return got or None
 
 
-# Plain text that is a log or command output, not a model's answer.
-_LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}\d{1,10}\.\d{1,6}\]|\d{4}-\d\d-\d\d[ T]|[A-Z][a-z]{2} [ \d]\d |"
-                      r"(?:INFO|DEBUG|WARNING|ERROR|CRITICAL|WARN)\b|[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\|)")
+# Plain text that is a log or command output, not a model's answer: a timestamp or level at the start of
+# the line, a bracketed prefix, a log level anywhere, a table row.
+_LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}[\d+]|\d{4}-\d\d-\d\d[ T]|\d{1,2}:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d |"
+                      r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=])"
+                      r"|\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 _MARKERS = ("NVRM", "NVIDIA-SMI", "Traceback", "NCCL", "DCGM", "Thread 0x", "nvidia-smi", "GPU 0", "#Entity")
 
 
@@ -326,7 +418,7 @@ def _plain_sample(text: str) -> Sample | None:
     return Sample(text, None, "unknown", (), 0)
 
 
-def samples_of(text: str) -> tuple[list[Sample], str]:
+def samples_of(text: str, plain: bool = True) -> tuple[list[Sample], str]:
     """The outputs a file holds and the format they came in ("json", "log", "text"; empty if none)."""
     got = _json_samples(text)
     if got:
@@ -334,12 +426,25 @@ def samples_of(text: str) -> tuple[list[Sample], str]:
     got = _log_samples(text)
     if got:
         return got, "log"
-    one = _plain_sample(text)
+    got = _fragment_samples(text)
+    if got:
+        return got, "json"
+    one = _plain_sample(text) if plain else None
     return ([one], "text") if one else ([], "")
 
 
 def parse(text: str, name: str) -> Finding | None:
-    found, fmt = samples_of(text)
+    """Outputs in a structured form (JSON, request logs, printed RequestOutputs)."""
+    return _finding(text, name, plain=False)
+
+
+def parse_plain(text: str, name: str) -> Finding | None:
+    """A text nothing else recognised, read as one model output: a finding only when it is garbage."""
+    return _finding(text, name, plain=True)
+
+
+def _finding(text: str, name: str, plain: bool) -> Finding | None:
+    found, fmt = samples_of(text, plain)
     if not found:
         return None
     per = measure(found)
