@@ -166,12 +166,13 @@ class Compiled:
     def id(self) -> str:
         return self.sig.id
 
-    def has_needle(self, line: str) -> bool:
-        probe = line.lower() if self.sig.ignore_case else line
+    def has_needle(self, line: str, lower: str | None = None) -> bool:
+        probe = (line.lower() if lower is None else lower) if self.sig.ignore_case else line
         return any(n in probe for n in self.needles)
 
-    def match(self, line: str) -> re.Match[str] | None:
-        if not self.has_needle(line):
+    def match(self, line: str, lower: str | None = None) -> re.Match[str] | None:
+        """The match on ``line`` (``lower``: the line lower-cased, when the caller has it)."""
+        if not self.has_needle(line, lower):
             return None
         m = self.rx.search(line)
         if m is None or any(b.search(line) for b in self.benign_if):
@@ -220,14 +221,13 @@ def files_in(directory: Path) -> list[Path]:
 def load(extra_dirs: Iterable[Path] = ()) -> tuple[Compiled, ...]:
     """Built-in signatures, then each extra directory's; a later signature with the same id replaces the
     earlier one. Raises CatalogError naming the file on any invalid signature or unknown reference."""
-    by_id: dict[str, Signature] = {}
+    by_id: dict[str, tuple[Signature, Path]] = {}
     for directory in (BUILTIN_DIR, *extra_dirs):
         for path in files_in(Path(directory)):
             for sig in read_file(path):
-                by_id[sig.id] = sig
-    sigs = list(by_id.values())
-    _check_references(sigs)
-    return tuple(compile_signature(s) for s in sigs)
+                by_id[sig.id] = (sig, path)
+    _check_references(by_id)
+    return tuple(compile_signature(s) for s, _ in by_id.values())
 
 
 @cache
@@ -235,13 +235,12 @@ def builtin() -> tuple[Compiled, ...]:
     return load()
 
 
-def _check_references(sigs: Sequence[Signature]) -> None:
-    ids = {s.id for s in sigs}
-    for s in sigs:
+def _check_references(by_id: dict[str, tuple[Signature, Path]]) -> None:
+    for s, path in by_id.values():
         for near in (*s.requires, *s.unless):
-            missing = [r for r in [*near.any_of, *near.unless_between] if r not in ids]
+            missing = [r for r in [*near.any_of, *near.unless_between] if r not in by_id]
             if missing:
-                raise CatalogError(f"signature {s.id!r} refers to unknown signature(s) {missing}")
+                raise CatalogError(f"{path}: signature {s.id!r} refers to unknown signature(s) {missing}")
 
 
 def check(sigs: Sequence[Compiled]) -> list[str]:

@@ -100,6 +100,9 @@ _STRONG_ERROR = re.compile(
 )
 _WEAK_ERROR = re.compile(r"(?:^|[\s\[(|])ERROR(?:[\s\]:|)]|$)|^\s{0,4}\[?[EF]\d{4} \d\d:\d\d:\d\d|\]:\[E[\s\d]")
 MAX_ERROR_LINES = 20
+# Every error line holds one of these: a cheap test before the regexes.
+_ERROR_HINTS = ("Error", "Exception", "ERROR", "FATAL", "CRITICAL", "Traceback", "fault", "dumped", "terminate",
+                "panic", "[E", "E0", "E1", "F0", "F1", "Fatal")
 
 
 def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding | None:
@@ -109,7 +112,7 @@ def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding |
     strong_only = bool(found)
     rows = []
     for i, line in enumerate(split_lines(text)):
-        if (i + 1) in covered:
+        if (i + 1) in covered or not any(h in line for h in _ERROR_HINTS):
             continue
         if _STRONG_ERROR.search(line) or (not strong_only and _WEAK_ERROR.search(line)):
             rows.append(i)

@@ -39,51 +39,68 @@ def _number(value: str) -> int | float | str:
             return value
 
 
-def scan(text: str, sigs: Sequence[Compiled]) -> list[Hit]:
-    """Every line every signature matches (context signatures included), in signature then line order.
+# Per-line results, reused across calls: the diagnosis re-classifies a sliding log tail every scrape, so most
+# lines were seen before. Keyed by the signature set and the line; cleared when full.
+_LINE_CACHE: dict[tuple[int, str], tuple[tuple[int, tuple[tuple[str, str], ...]], ...]] = {}
+_LINE_CACHE_MAX = 100_000
 
-    A line a terminal hard-wrapped ("ProcessGroupNCCL'" / "s watchdog got stuck") is matched joined with the
-    next one when the signature's needle occurs only across the break."""
+
+def _matches(sigs: Sequence[Compiled], line: str) -> tuple[tuple[int, tuple[tuple[str, str], ...]], ...]:
+    """(signature index, named groups) for every signature matching ``line``."""
+    key = (id(sigs), line)
+    got = _LINE_CACHE.get(key)
+    if got is None:
+        lower = line.lower()
+        out = []
+        for k, c in enumerate(sigs):
+            m = c.match(line, lower)
+            if m is not None:
+                out.append((k, tuple((g, v) for g, v in m.groupdict().items() if v is not None)))
+        got = tuple(out)
+        if len(_LINE_CACHE) >= _LINE_CACHE_MAX:
+            _LINE_CACHE.clear()
+        _LINE_CACHE[key] = got
+    return got
+
+
+MIN_WRAP_WIDTH = 60
+
+
+def _wrap_width(lines: Sequence[str]) -> int | None:
+    """The width a terminal hard-wrapped this text at, if it looks wrapped: the longest line length shared by
+    at least two lines that are at least MIN_WRAP_WIDTH long."""
+    counts: dict[int, int] = {}
+    for line in lines:
+        n = len(line.rstrip("\n"))
+        if n >= MIN_WRAP_WIDTH:
+            counts[n] = counts.get(n, 0) + 1
+    widths = [n for n, k in counts.items() if k >= 2]
+    return max(widths) if widths else None
+
+
+def scan(text: str, sigs: Sequence[Compiled]) -> list[Hit]:
+    """Every line every signature matches (context signatures included), in line order.
+
+    A text a terminal hard-wrapped ("...ProcessGroupNCCL'" / "s watchdog got stuck for 480 seconds") is also
+    matched across each break: a line of the wrap width joined with the next, for the signatures that match
+    neither line alone."""
     if not text:
         return []
-    lower: str | None = None
-    flat: str | None = None
-    lines: tuple[str, ...] | None = None
+    lines = split_lines(text)
     hits: list[Hit] = []
-    for c in sigs:
-        if c.sig.ignore_case:
-            if lower is None:
-                lower = text.lower()
-            probe = lower
-        else:
-            probe = text
-        wrapped = False
-        if not any(n in probe for n in c.needles):
-            if flat is None:
-                flat = text.replace("\r", "").replace("\n", "")
-            fprobe = flat.lower() if c.sig.ignore_case else flat
-            if not any(n in fprobe for n in c.needles):
+    per_line = [_matches(sigs, line) for line in lines]
+    for i, found in enumerate(per_line):
+        for k, groups in found:
+            hits.append(Hit(sigs[k], i, dict(groups), lines[i]))
+    width = _wrap_width(lines)
+    if width is not None:
+        for i in range(len(lines) - 1):
+            if len(lines[i]) < width - 1:
                 continue
-            wrapped = True
-        if lines is None:
-            lines = split_lines(text)
-        last = -1
-        for i, line in enumerate(lines):
-            at = i
-            m = c.match(line)
-            if m is None and (wrapped or c.has_needle(line)):
-                # the break may fall before or after this line
-                for j in (i - 1, i):
-                    if j < 0 or j + 1 >= len(lines) or j <= last:
-                        continue
-                    pair = lines[j] + lines[j + 1]
-                    if c.has_needle(pair) and (m := c.match(pair)) is not None:
-                        at = j
-                        break
-            if m is not None:
-                groups = {k: v for k, v in m.groupdict().items() if v is not None}
-                hits.append(Hit(c, at, groups, lines[at]))
-                last = at
+            alone = {k for k, _ in per_line[i]} | {k for k, _ in per_line[i + 1]}
+            for k, groups in _matches(sigs, lines[i] + lines[i + 1]):
+                if k not in alone:
+                    hits.append(Hit(sigs[k], i, dict(groups), lines[i]))
     return hits
 
 

@@ -205,7 +205,14 @@ def _nvlink(lines: tuple[str, ...]) -> tuple[dict[str, dict[str, int]], list[int
     return out, idx
 
 
+# Words without which no nvidia-smi reading applies: a cheap exit for every other file.
+_MARKERS = ("ECC", "Remapped", "Retired", "retired", "Link ", "nvidia_smi_log", "Uncorr", "ecc.errors",
+            "remapped_rows", "correctable", "Correctable")
+
+
 def parse(text: str, name: str) -> Finding | None:
+    if not any(m in text for m in _MARKERS):
+        return None
     lines = split_lines(text)
     ecc = _query_xml(text) if nvsmi_xml.is_nvsmi_xml(text) else _query_text(lines) + _query_csv(lines)
     summary, summary_idx = _summary(lines)
@@ -367,6 +374,8 @@ _CSV_FIELDS = (
 
 def _query_csv(lines: tuple[str, ...]) -> list[GpuEcc]:
     out: list[GpuEcc] = []
+    if not any(("ecc.errors" in ln or "retired_pages" in ln or "remapped_rows" in ln) for ln in lines):
+        return out
     columns: list[str | None] = []
     bus_col: int | None = None
     for i, line in enumerate(lines):

@@ -3,8 +3,9 @@
 ``garbage(text, prompt, token_ids)`` measures one output: a loop (one unit repeated to the end), one
 character filling the output (``!!!!!!``), special/reserved tokens in the text, control and replacement
 characters, mixed-script soup, a script other than the prompt's, empty text, constant token ids. The same
-measure serves the golden prober (``GoldenProber(garbage=...)``) and the diagnosis' quality proxies for
-``bad-model-rollout`` (``measure(samples)`` → per-revision garbage rate).
+measure serves the golden prober (``GoldenProber(garbage=is_garbage)``) and the diagnosis' quality proxies
+for ``bad-model-rollout`` (``measure(samples)`` → per-revision garbage rate; a file of outputs gives a
+``garbage_outputs`` finding with hint bad-model-rollout that the diagnosis reads as ``log_bad_model_rollout``).
 
 ``parse`` reads files of outputs: JSON/JSONL of OpenAI completion or chat responses (or records with
 ``prompt``/``output``/``revision``), vLLM request logs (``Generated response <id>: output: '...',
@@ -41,8 +42,8 @@ _ROLE = re.compile(rf"<\|{_ROLES}\|>|(?<![<|])\|{_ROLES}\|(?![>|])")
 _RESERVED = re.compile(
     r"reserved_special_token|<unused\d|\[unused\d|<extra_id_|<unk>|\[UNK\]|<pad>|\[PAD\]|<0x[0-9A-F]{2}>")
 _LANGUAGE_ASKED = re.compile(
-    r"translat|\b(?:in|into|to) (?:english|chinese|japanese|korean|russian|arabic|hebrew|hindi|greek|thai|"
-    r"french|german|spanish|ukrainian)\b|respond in|answer in|reply in|language|中文|日本語|한국어|русск",
+    r"translat|language|\b(?:in|into|to) (?:english|chinese|mandarin|japanese|korean|russian|arabic|hebrew|hindi|"
+    r"greek|thai|french|german|spanish|ukrainian|vietnamese|persian|turkish)\b|中文|日本語|한국어|русск",
     re.IGNORECASE,
 )
 _CJK_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"})
@@ -137,14 +138,13 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
     if not visible:
         reasons.append("empty")
         return Garbage(True, tuple(reasons), scores)
-    if not any(ch.isalnum() for ch in visible) and not _is_json(text):
-        # Nothing but punctuation and symbols (", , ,", "!!!"): no words at all.
-        reasons.append("no_words")
     top, top_n = Counter(visible).most_common(1)[0]
     whole = len(visible) >= 4 and top_n == len(visible)
     most = top_n >= 10 and top_n / len(visible) >= 0.5 and re.search(re.escape(top) * 10, visible) is not None
-    if not top.isalnum() and (whole or most) and "no_words" not in reasons:
-        reasons.append("one_character")
+    if not top.isalnum() and (whole or most):
+        reasons.append("one_character")  # "!!!!!!!!": one symbol fills the output
+    elif not any(ch.isalnum() for ch in visible) and not _is_json(text):
+        reasons.append("no_words")  # nothing but punctuation and symbols: ", , ,"
     loop = _loop(text)
     if loop is not None and "one_character" not in reasons:
         reasons.append("repetition")
@@ -177,6 +177,11 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
                 reasons.append("script_mismatch")
                 scores["prompt_script_share"] = round(share, 3)
     return Garbage(bool(reasons), tuple(dict.fromkeys(reasons)), scores)
+
+
+def is_garbage(prompt: str, answer: str) -> bool:
+    """The golden prober's measure (``GoldenProber(garbage=is_garbage)``): is this answer garbage?"""
+    return garbage(answer, prompt).garbage
 
 
 def _soup(text: str, scripts: Counter[str]) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from llm_oncall.evidence.model import Finding, compact, line_numbers, split_lines
 
@@ -69,6 +70,16 @@ class _Stream:
 
 
 def _vllm(line: str) -> dict[str, float]:
+    return dict(_vllm_cached(line))
+
+
+def _sglang(line: str) -> dict[str, float]:
+    return dict(_sglang_cached(line))
+
+
+@lru_cache(maxsize=16384)
+def _vllm_cached(line: str) -> tuple[tuple[str, float], ...]:
+    """Cached: the diagnosis re-reads a sliding log tail every scrape, the same lines again and again."""
     out: dict[str, float] = {}
     body = line[line.find("Avg prompt throughput"):]
     for m in _VLLM_PAIR.finditer(body):
@@ -77,10 +88,11 @@ def _vllm(line: str) -> dict[str, float]:
             continue
         val = float(m.group("v"))
         out[key] = val / 100.0 if m.group("u") == "%" else val
-    return out
+    return tuple(out.items())
 
 
-def _sglang(line: str) -> dict[str, float]:
+@lru_cache(maxsize=16384)
+def _sglang_cached(line: str) -> tuple[tuple[str, float], ...]:
     out: dict[str, float] = {}
     for m in _SGL_PAIR.finditer(line):
         key = _SGL_KEYS.get(m.group("k").strip().lower())
@@ -90,7 +102,7 @@ def _sglang(line: str) -> dict[str, float]:
     if "Prefill batch" in line:
         out.setdefault("gen_tps", -1.0)  # a prefill line says nothing about decode throughput
         out["prefill"] = 1.0
-    return out
+    return tuple(out.items())
 
 
 def _streams(lines: tuple[str, ...]) -> tuple[dict[str, _Stream], str]:
