@@ -96,7 +96,7 @@ _STRONG_ERROR = re.compile(
     r"(?:^|\]\s|:\s)\s{0,8}(?:[A-Za-z_][\w.]{0,80}\.)?[A-Z]\w{0,60}(?:Error|Exception)(?::\s|\s*$)"
     r"|Traceback \(most recent call last\)"
     r"|(?:^|[\s\[(|])(?:FATAL|CRITICAL)(?:[\s\]:|)]|$)"
-    r"|Segmentation fault|core dumped|terminate called after throwing|^panic: |Fatal Python error"
+    r"|Segmentation fault|core dumped|terminate called after throwing|(?:^|\s)panic: |Fatal Python error"
 )
 _WEAK_ERROR = re.compile(r"(?:^|[\s\[(|])ERROR(?:[\s\]:|)]|$)|^\s{0,4}\[?[EF]\d{4} \d\d:\d\d:\d\d|\]:\[E[\s\d]")
 MAX_ERROR_LINES = 20
