@@ -12,7 +12,7 @@ SGLang (scheduler.py): ``Prefill batch. #new-seq: %d, #new-token: %d, #cached-to
 
 Readings, per engine (stream) over its latest lines:
 - KV pressure: requests wait while the cache is (nearly) full — waiting > 0 and usage >= 0.9, or a queue at
-  least as long as the running batch with usage >= 0.8. Physics, not a tuned scale: a full cache with a
+  least as long as the running batch with usage >= 0.8 — or V1 reports preemptions in the interval. Physics, not a tuned scale: a full cache with a
   queue means admission is blocked on KV blocks.
 - stalled: requests running but zero tokens generated (and no prefill) over STALL_LINES consecutive lines.
 - otherwise healthy: a benign reading of the stats.
@@ -129,6 +129,8 @@ def _streams(lines: tuple[str, ...]) -> tuple[dict[str, _Stream], str]:
 
 def pressured(st: dict[str, float]) -> bool:
     waiting, running, kv = st.get("waiting", 0.0), st.get("running", 0.0), st.get("kv_usage")
+    if st.get("preemptions", 0.0) > 0:
+        return True  # V1 prints "Preemptions: N" only when requests were preempted in the interval: KV ran out
     if kv is None or waiting <= 0:
         return False
     return kv >= KV_FULL or (waiting >= max(running, 1.0) and kv >= KV_HIGH)
