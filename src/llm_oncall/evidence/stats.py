@@ -12,8 +12,8 @@ SGLang (scheduler.py): ``Prefill batch. #new-seq: %d, #new-token: %d, #cached-to
 
 Readings, per engine (stream) over its latest lines:
 - KV pressure: requests wait while the cache is (nearly) full — waiting > 0 and usage >= 0.9, or a queue at
-  least as long as the running batch with usage >= 0.8 — or V1 reports preemptions in the interval. Physics, not a tuned scale: a full cache with a
-  queue means admission is blocked on KV blocks.
+  least as long as the running batch with usage >= 0.8 — or V1 reports preemptions in the interval. Physics,
+  not a tuned scale: a full cache with a queue means admission is blocked on KV blocks.
 - stalled: requests running but zero tokens generated (and no prefill) over STALL_LINES consecutive lines.
 - otherwise healthy: a benign reading of the stats.
 """
