@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -99,37 +100,17 @@ class Finding:
         }
 
     def to_json(self) -> dict[str, JsonValue]:
-        out: dict[str, JsonValue] = {
+        """DESIGN §3 keys (file, kind, benign, incident_hint, confidence, facts), then the rest."""
+        short = self.summary()
+        return {
             "file": self.file,
-            "kind": self.kind,
-            "benign": self.benign,
-            "incident_hint": self.incident_hint,
-            "confidence": self.confidence,
-            "facts": dict(self.facts),
-            "lines": list(self.lines),
-            "parser": self.parser,
-            "severity": self.severity,
-            "category": self.category,
+            **{k: short[k] for k in ("kind", "benign", "incident_hint", "confidence", "facts", "lines", "parser",
+                                     "severity", "category")},
+            "findings": [f.summary() for f in self.findings],
         }
-        out["findings"] = [f.summary() for f in self.findings]
-        return out
 
     def replace(self, **changes: Any) -> Finding:
-        values: dict[str, Any] = {
-            "file": self.file,
-            "kind": self.kind,
-            "benign": self.benign,
-            "incident_hint": self.incident_hint,
-            "confidence": self.confidence,
-            "facts": dict(self.facts),
-            "lines": self.lines,
-            "parser": self.parser,
-            "severity": self.severity,
-            "category": self.category,
-            "findings": self.findings,
-        }
-        values.update(changes)
-        return Finding(**values)
+        return dataclasses.replace(self, **changes)
 
     def with_file(self, file: str) -> Finding:
         return self.replace(file=file, findings=tuple(f.replace(file=file) for f in self.findings))

@@ -4,6 +4,7 @@ table, and ``nvidia-smi nvlink -e`` error counters."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from llm_oncall.evidence import nvsmi_xml
@@ -185,17 +186,23 @@ def _summary(lines: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[int]]:
     return rows, idx
 
 
-def _nvlink(lines: tuple[str, ...]) -> tuple[dict[str, dict[str, int]], list[int]]:
-    out: dict[str, dict[str, int]] = {}
-    idx: list[int] = []
+def _link_lines(lines: tuple[str, ...]) -> Iterator[tuple[int, str, str]]:
+    """(index, GPU index, line) for the lines under a `GPU N: <model> (UUID: ...)` header of nvidia-smi nvlink."""
     gpu = ""
     for i, line in enumerate(lines):
         m = _NVLINK_GPU.match(line)
         if m:
             gpu = m.group("idx")
-            continue
+        elif gpu:
+            yield i, gpu, line
+
+
+def _nvlink(lines: tuple[str, ...]) -> tuple[dict[str, dict[str, int]], list[int]]:
+    out: dict[str, dict[str, int]] = {}
+    idx: list[int] = []
+    for i, gpu, line in _link_lines(lines):
         e = _NVLINK_ERR.match(line)
-        if e and gpu:
+        if e:
             n = to_int(e.group("val"))
             what = e.group("what").strip().lower().replace(" ", "_")
             per = out.setdefault(gpu, {})
@@ -406,14 +413,9 @@ def _link_states_finding(name: str, lines: tuple[str, ...]) -> Finding | None:
     """nvidia-smi nvlink -s: a link that is down carries no traffic; TP collectives fall back or stall."""
     states: dict[str, dict[str, bool]] = {}
     idx: list[int] = []
-    gpu = ""
-    for i, line in enumerate(lines):
-        m = _NVLINK_GPU.match(line)
-        if m:
-            gpu = m.group("idx")
-            continue
+    for i, gpu, line in _link_lines(lines):
         st = _NVLINK_STATE.match(line)
-        if st and gpu:
+        if st:
             up = st.group("state") != "<inactive>"
             states.setdefault(gpu, {})[st.group("link")] = up
             if not up:
