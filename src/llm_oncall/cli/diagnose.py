@@ -24,6 +24,7 @@ from llm_oncall.cli.common import (
 )
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.diagnosis.features import Slo
 from llm_oncall.diagnosis.report import report
 from llm_oncall.evidence.classify import classify_file
 from llm_oncall.signals.bundle import BundleError, BundleWriter, ReplaySource
@@ -117,6 +118,9 @@ def diagnose(
     window: Annotated[float | None, typer.Option(help="Window in seconds for rates and quantiles.")] = None,
     runbooks: RunbooksOpt = [],  # noqa: B006
     lang: LangOpt = "en",
+    slo_ttft: Annotated[float | None, typer.Option("--slo-ttft-p99", help="TTFT p99 SLO in seconds.")] = None,
+    slo_itl: Annotated[float | None, typer.Option("--slo-itl-p99", help="ITL p99 SLO in seconds.")] = None,
+    slo_errors: Annotated[float | None, typer.Option("--slo-error-share", help="Error share SLO (0.05 = 5 %).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Read the fleet (live, through Prometheus, or from a capture) and say what is wrong."""
@@ -125,6 +129,10 @@ def diagnose(
         raise fail("give exactly one of --target/--targets-file, --prometheus or --replay")
     if interval <= 0:
         raise fail("--interval must be positive")
+    for name, value in (("--slo-ttft-p99", slo_ttft), ("--slo-itl-p99", slo_itl), ("--slo-error-share", slo_errors)):
+        if value is not None and not value > 0:
+            raise fail(f"{name} must be positive")
+    slo = Slo(slo_ttft, slo_itl, slo_errors)
     registry = common.registry(runbooks)
     for f in logs:
         if not f.is_file():
@@ -133,16 +141,16 @@ def diagnose(
     try:
         if replay is not None:
             rs = ReplaySource(replay)
-            pilot = Autopilot(rs.interval_s, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
+            pilot = Autopilot(rs.interval_s, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT, slo=slo)
             pilot.add_findings([classify_file(f) for f in logs])
             diagnosis = _replay(pilot, rs.collect(), story)
         elif prometheus is not None:
             ps = PrometheusSource(prometheus, selector, window_s=max(window or 0, 40 * interval), step_s=interval)
-            pilot = Autopilot(interval, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
+            pilot = Autopilot(interval, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT, slo=slo)
             pilot.add_findings([classify_file(f) for f in logs])
             diagnosis = _replay(pilot, ps.collect(), story)
         else:
-            pilot = Autopilot(interval, registry, lang, window)
+            pilot = Autopilot(interval, registry, lang, window, slo=slo)
             pilot.add_findings([classify_file(f) for f in logs])
             diagnosis = _live(pilot, _targets(target, dcgm, targets_file), interval, samples, None)
     except (BundleError, PrometheusError, ValueError) as exc:
