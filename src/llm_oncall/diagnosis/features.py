@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from llm_oncall.diagnosis.symptoms import P99_MIN_REQUESTS, Slo, Value, mark
+from llm_oncall.diagnosis.symptoms import COMPARABLE_LOAD, P99_MIN_REQUESTS, Slo, Value, mark
 from llm_oncall.evidence.model import Finding
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
 from llm_oncall.signals.store import restarted_pod
@@ -272,6 +272,13 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["itl_p99"] = f.itl_p99
     v["itl_p99_baseline"] = _median(s.fleet.itl_p99 for s in base)
     v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])
+    v["itl_symptom_ratio"] = v["itl_ratio"]
+    # A latency baseline from a much quieter fleet (a cold start, the first minutes of traffic) says nothing
+    # about latency under today's load: the symptom is then judged against the SLO only.
+    base_n = _median(s.fleet.requests_per_s * s.window_s if s.fleet.requests_per_s is not None else None
+                     for s in base)
+    if isinstance(n, float) and (base_n is None or base_n * COMPARABLE_LOAD < n):
+        v["ttft_symptom_ratio"] = v["itl_symptom_ratio"] = None
     mark(v, labels, slo or Slo())
 
     # Forward progress.

@@ -22,6 +22,8 @@ class Slo:
 
 TTFT_SYMPTOM_RATIO = 3.0
 """TTFT p99 at 3× its baseline is red: the alert most vLLM on-call rotations page on (and DESIGN's line)."""
+COMPARABLE_LOAD = 4.0
+"""A latency baseline counts only if the fleet served at least a quarter of today's requests then."""
 ITL_SYMPTOM_RATIO = 2.0
 """Inter-token latency at 2×: every token of every stream is twice as slow, which users see as a stutter."""
 ERROR_SYMPTOM_SHARE = 0.05
@@ -51,7 +53,7 @@ def mark(v: dict[str, Value], labels: dict[str, str], slo: Slo) -> None:
     v["ttft_slo"] = slo.ttft_p99_s
     v["itl_slo"] = slo.itl_p99_s
     v["symptom_ttft"] = red(at_least("ttft_symptom_ratio", TTFT_SYMPTOM_RATIO), above("ttft_p99", slo.ttft_p99_s))
-    v["symptom_itl"] = red(at_least("itl_ratio", ITL_SYMPTOM_RATIO), above("itl_p99", slo.itl_p99_s))
+    v["symptom_itl"] = red(at_least("itl_symptom_ratio", ITL_SYMPTOM_RATIO), above("itl_p99", slo.itl_p99_s))
     v["symptom_errors"] = at_least("error_share", slo.error_share if slo.error_share is not None
                                    else ERROR_SYMPTOM_SHARE)
     success, demand = v.get("success_ratio"), v.get("arrival_rate_ratio")
@@ -74,7 +76,7 @@ def mark(v: dict[str, Value], labels: dict[str, str], slo: Slo) -> None:
         which = "p99" if isinstance(n, float) and n >= P99_MIN_REQUESTS else "p50 and p99"
         said.append(f"TTFT {which} {_x(v.get('ttft_symptom_ratio'))}" + _slo_note(v.get("ttft_p99"), slo.ttft_p99_s))
     if v["symptom_itl"]:
-        said.append(f"ITL p99 {_x(v.get('itl_ratio'))}" + _slo_note(v.get("itl_p99"), slo.itl_p99_s))
+        said.append(f"ITL p99 {_x(v.get('itl_symptom_ratio'))}" + _slo_note(v.get("itl_p99"), slo.itl_p99_s))
     if v["symptom_errors"]:
         said.append(f"errors {float(v.get('error_share') or 0.0):.0%}")
     if v["symptom_throughput"]:

@@ -1,8 +1,8 @@
 """Is the stated confidence honest? A reliability table (confidence bins vs observed accuracy) and the Brier score.
 
 Each scenario contributes the confidence of the answer the scorer took (the first named page after onset; for a
-healthy run, or a missed incident, the last diagnosis) and whether that answer was right.  `unknown` answers are
-abstentions: they state no incident, so they are counted apart and not binned.
+run that never paged, the median confidence of its evaluations) and whether that answer was right. `unknown`
+answers are abstentions: they state no incident, so they are counted apart and not binned.
 """
 
 from __future__ import annotations

@@ -44,6 +44,9 @@ class DrillResult:
     """Evaluations at severity `warn` before onset or in a healthy run (not pages)."""
     detected_unknown: bool = False
     """An `unknown` page (a red symptom no runbook explained yet) came before the named diagnosis."""
+    stated_confidence: float | None = None
+    """The confidence of the answer scored: the first named page's; for a run that never paged, the median of
+    its evaluations' (a healthy answer spans the run, not only its last scrape)."""
     sim_seconds: float = 0.0
     final: str = "healthy"
     diagnosis: dict[str, Any] = field(default_factory=dict)
@@ -57,7 +60,7 @@ class DrillResult:
             "truth_pods": list(self.truth_pods), "false_pages": self.false_pages,
             "final": self.final, "sim_seconds": self.sim_seconds, "early_warning": self.early_warning,
             "warnings": self.warnings, "detected_unknown": self.detected_unknown,
-            "confidence": self.diagnosis.get("confidence"),
+            "confidence": self.stated_confidence,
         }
 
 
@@ -132,6 +135,11 @@ def score(expected: str, onset: float | None, truth_pods: tuple[str, ...],
         start = symptom_t if symptom_t is not None and symptom_t <= first_page[0] else first_page[0]
         intervals = (first_page[0] - start) / interval_s
     shown = first_page[1] if first_page else (timeline[-1][1] if timeline else None)
+    if first_page is not None:
+        stated: float | None = first_page[1].confidence
+    else:
+        quiet = sorted(d.confidence for _, d, _ in timeline if not d.pages)
+        stated = quiet[len(quiet) // 2] if quiet else None
     last = timeline[-1][1] if timeline else None
     if onset is None and false_pages:
         diagnosed = next(d.incident for _, d, _ in timeline if d.pages)
@@ -142,6 +150,7 @@ def score(expected: str, onset: float | None, truth_pods: tuple[str, ...],
         scope_pods=shown.scope_pods if shown else (), truth_pods=truth_pods, false_pages=false_pages,
         sim_seconds=timeline[-1][0] if timeline else 0.0, final=last.incident if last else "healthy",
         diagnosis=shown.to_json() if shown else {}, early_warning=warned_right, warnings=warnings,
+        stated_confidence=stated,
         detected_unknown=first_unknown is not None and (first_page is None or first_unknown[0] <= first_page[0]),
     )
 

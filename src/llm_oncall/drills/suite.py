@@ -168,8 +168,8 @@ class SuiteReport:
         return out
 
     def answers(self) -> list[Answer]:
-        return [Answer(float(r.diagnosis.get("confidence") or 0.0), r.correct,
-                       abstained=r.diagnosed == "unknown") for r in self.results]
+        return [Answer(r.stated_confidence or 0.0, r.correct, abstained=r.diagnosed == "unknown")
+                for r in self.results]
 
     def by_shape(self) -> dict[str, dict[str, float | int]]:
         out: dict[str, dict[str, float | int]] = {}
