@@ -40,6 +40,9 @@ class Router:
         self.rng = rng
         self.long_threshold = long_threshold
         self._rr = 0
+        # prompt-length-aware pools (llm-d's context-length-aware scorer with filtering, over pods labelled
+        # `llm-d.ai/context-length-range`): the policy then picks within the prompt's pool
+        self.length_aware = False
         # rendezvous choices are pure functions of (chain, endpoint set): memoise per endpoint-set version
         self._sticky: dict[int, Any] = {}
         self._version = -1
@@ -49,7 +52,13 @@ class Router:
         if not endpoints:
             return None
         policy = self.policy
-        if policy == "sticky" and version >= 0 and version == self._version:
+        if self.length_aware:
+            want_long = prompt_len > self.long_threshold
+            pool = [e for e in endpoints if e.long_pool == want_long]
+            if pool:
+                endpoints = pool
+            version = -1  # the pools are a subset: no memo across them
+        elif policy == "sticky" and version >= 0 and version == self._version:
             memo: E | None = self._sticky.get(chain)  # the common case, checked first
             if memo is not None:
                 return memo
