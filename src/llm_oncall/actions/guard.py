@@ -52,7 +52,7 @@ DRILL_POLICY = Policy(
           "cuda-graph-crash": ["set_engine_args"], "long-context-starvation": ["gateway_route_long_prompts"]},
     # The drill fleets run on one or two nodes with a cluster autoscaler: cordoning the node with the bad GPU is
     # the point, so the node-fraction cap is relaxed here (never in the default policy).
-    caps=Caps(cordon_max_fraction=1.0), max_diagnosis_age_s=30.0, verify_window_s=120.0)
+    caps=Caps(cordon_max_fraction=1.0), max_diagnosis_age_s=30.0, verify_window_s=240.0)
 
 
 def decide(a: Action, plan: Plan, mode: Mode, policy: Policy, ledger: Ledger, now: float,

@@ -142,9 +142,16 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
         cur = int(scope.workload["spec"]["replicas"])
         step = str(params.get("replicas", "+1"))
         want = cur + int(step) if step.startswith(("+", "-")) else int(step)
+        why = f"{wl.kind} {wl.name}: {cur} → {want} replicas (runbook {step})"
+        ratio = _feature(snapshots, d, "arrival_rate_ratio")
+        if d.incident == "kv-capacity" and ratio is not None and ratio > 1.0:
+            # the runbook's step is the minimum: size it to the load the evidence shows (+15 % headroom)
+            sized = math.ceil(cur * ratio * 1.15)
+            if sized > want:
+                want = sized
+                why = f"{wl.kind} {wl.name}: {cur} → {want} replicas (arrivals ×{ratio:.2f}; runbook {step} minimum)"
         return [Action(id="", kind="scale_out", target=wl, params={"replicas": want, "from": cur},
-                       precondition={"replicas": cur}, revert={"replicas": cur},
-                       why=f"{wl.kind} {wl.name}: {cur} → {want} replicas")]
+                       precondition={"replicas": cur}, revert={"replicas": cur}, why=why)]
     if kind == "gateway_cap":
         target = Target(kind="ConfigMap", namespace=ns, name=SIM_GATEWAY_CONFIGMAP)
         a = Action(id="", kind="gateway_cap_max_tokens", target=target,
@@ -230,6 +237,13 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
                        revert={"remove_label": CONTEXT_RANGE},
                        why=f"prompts > {threshold} tokens to a long-context pool of {n_long} pod(s) (llm-d "
                            "context-length-aware scorer)")]
+    return None
+
+
+def _feature(snapshots: Sequence[Snapshot], d: Diagnosis, name: str) -> float | None:
+    for e in d.evidence:
+        if e.signal == name and isinstance(e.value, int | float):
+            return float(e.value)
     return None
 
 

@@ -47,7 +47,14 @@ class Actuator:
         p = plan.build(self.kube, diagnosis, snapshots, self.ledger, gw, namespace, now, first_page_t)
         self.ledger.audit(self.actor, p.id, "", "plan", {"incident": p.incident, "actions": [a.kind for a in p.actions],
                                                           "manual": [m["action"] for m in p.manual]})
+        caps = self.policy.caps
         for a in p.actions:
+            if a.kind == "scale_out":
+                cur, want = int(a.params["from"]), int(a.params["replicas"])
+                bounded = min(want, caps.scale_out_max_replicas, cur + caps.scale_out_max_step)
+                if bounded != want:
+                    a.params["replicas"] = bounded
+                    a.why += f"; bounded to {bounded} by the policy's caps"
             if a.dry_run is None:
                 a.dry_run = self._dry_run(a)
             a.status = "dry_run"

@@ -141,7 +141,8 @@ def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator
     return ActResult(drill=drill, actions=[_summary(a) for a in (plan.actions if plan else [])],
                      recovered=recovered_at is not None,
                      seconds_to_recovery=(round(recovered_at - onset, 1)
-                                          if recovered_at is not None and onset is not None else None), acted_at=acted_at, plan=plan.to_json() if plan else {},
+                                          if recovered_at is not None and onset is not None else None),
+                     acted_at=acted_at, plan=plan.to_json() if plan else {},
                      audit=actuator.ledger.audit_trail())
 
 
