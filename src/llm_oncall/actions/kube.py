@@ -63,7 +63,7 @@ class KubeError(Exception):
         """For 403: the RBAC rule that is missing, as a Role would say it."""
         if self.code != 403:
             return None
-        group, _, res = self.resource.rpartition("/")
+        group, _, res = self.resource.partition("/")
         where = f" in namespace {self.namespace}" if self.namespace else " (cluster-scoped: a ClusterRole)"
         return f"missing RBAC: verbs=[{self.verb}] apiGroups=[\"{group}\"] resources=[{res}]{where}"
 

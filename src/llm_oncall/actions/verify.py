@@ -40,6 +40,8 @@ class Signal:
     def recovered(self, v: float | None, baseline: float | None) -> bool:
         if v is None:
             return False
+        if self.name == "waiting_per_pod":
+            return v <= max(5.0, 2 * (baseline or 0.0))
         if self.name in ("n_crashloop", "n_stalled", "pods_down"):
             return v == 0
         if self.name == "probe_mismatch_rate":
@@ -54,7 +56,7 @@ class Signal:
 
 
 SIGNALS: dict[str, tuple[Signal, ...]] = {
-    "kv-capacity": (Signal("ttft_p99", True, "fleet TTFT p99 back within 2× its baseline"),),
+    "kv-capacity": (Signal("waiting_per_pod", True, "the waiting queue back to ≤ 5 per pod"),),
     "engine-hang": (Signal("n_stalled", True, "no pod holds requests without stepping"),
                     Signal("pods_down", True, "every pod answers /metrics again")),
     "prefix-cache-drop": (Signal("hit_rate", False, "prefix-cache hit rate back to ≥ 75 % of its baseline"),),
@@ -80,7 +82,9 @@ def recovered(incident: str, f: Obs, baselines: dict[str, float | None]) -> bool
     return bool(sigs) and all(s.recovered(s.value(f), baselines.get(s.name)) for s in sigs)
 
 
-def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | None]) -> Verification:
+def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | None],
+          previous: Obs | None = None) -> Verification:
+    """`previous` (the scrape before `after`): worse than before counts as harmful only while still worsening."""
     sigs = signals(incident)
     if not sigs:
         return Verification(verdict="unverified", signal="", detail=f"no recovery signal for {incident}")
@@ -93,6 +97,9 @@ def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | N
         return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
                             detail="the signal is unknown (no data) after the window")
     worse = a > b * 1.25 + 1e-9 if s.lower_is_better else a < b * 0.8 - 1e-9
+    p = s.value(previous) if previous is not None else None
+    if worse and p is not None:
+        worse = a > p if s.lower_is_better else a < p
     if worse:
         return Verification(verdict="harmful", signal=s.name, before=b, after=a, baseline=base,
                             detail=f"{s.name} got worse: {b:.3g} → {a:.3g}")

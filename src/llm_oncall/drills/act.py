@@ -129,7 +129,8 @@ def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator
             verified = True
             for a in plan.actions:
                 if a.status == "executed":
-                    a.verification = verify.judge(plan.incident, before, obs, baselines)
+                    a.verification = verify.judge(plan.incident, before, obs, baselines,
+                                                  observed[-2] if len(observed) > 1 else None)
                     actuator.ledger.audit(actuator.actor, plan.id, a.id, "verify", a.verification.model_dump())
                     if a.verification.verdict == "harmful":
                         a.verification.detail += "; " + actuator.revert(plan, a)
