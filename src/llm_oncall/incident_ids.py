@@ -18,5 +18,8 @@ FAULTS: tuple[str, ...] = (
 )
 """What can go wrong (and what the simulator can inject)."""
 
-ALL: tuple[str, ...] = (*FAULTS, "healthy")
-"""Every answer a diagnosis can give."""
+ALL: tuple[str, ...] = (*FAULTS, "healthy", "unknown")
+"""Every answer a diagnosis can give: `unknown` is a red user-facing symptom that no runbook explains."""
+
+SEVERITIES: tuple[str, ...] = ("page", "warn", "none")
+"""`page`: user-visible now; `warn`: a trend that will become visible; `none`: nothing to do."""

@@ -1,6 +1,6 @@
 """A pod that crash-loops at start-up for a reason no runbook covers (a configuration vLLM rejects) is not
-called an incident, and not called healthy with confidence either: the summary names the crash loop and the
-error from its log."""
+called one of the runbooks' incidents, and not called healthy with confidence either: with the only pod down the
+fleet is unavailable, so it pages as `unknown`, and the summary names the crash loop and the error from its log."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def _run(logs: str | None, restarts: bool) -> Autopilot:
 
 def test_crash_loop_with_a_config_error_names_both() -> None:
     d = _run(MAX_MODEL_LEN, restarts=True).step()
-    assert d.incident == "healthy" and d.confidence <= 0.3 and not d.pages
+    assert d.incident == "unknown" and d.confidence <= 0.5 and d.pages
+    assert "1 of 1 pods down" in d.summary, d.summary
     assert f"1 pod(s) crash-looping ({POD.name})" in d.summary, d.summary
     assert "the log says: User-specified max_model_len (100000)" in d.summary, d.summary
     assert d.scope_pods == (POD.name,)
@@ -41,5 +42,5 @@ def test_crash_loop_with_a_config_error_names_both() -> None:
 
 def test_a_pod_down_without_restarts_is_only_not_answering() -> None:
     d = _run(None, restarts=False).step()
-    assert d.incident == "healthy" and d.confidence <= 0.3
+    assert d.incident == "unknown" and d.confidence <= 0.5
     assert "1 pod(s) not answering /metrics" in d.summary and "crash-looping" not in d.summary, d.summary

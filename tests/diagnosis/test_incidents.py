@@ -11,7 +11,7 @@ pytestmark = pytest.mark.xdist_group("sim-incidents")
 
 # incident -> (signals that must appear in the evidence, whether the scope must name the truth pods)
 EXPECT: dict[str, tuple[set[str], bool]] = {
-    "kv-capacity": ({"waiting", "kv_max", "arrival_rate_ratio"}, False),
+    "kv-capacity": ({"kv_max", "arrival_rate_ratio"}, False),
     "engine-hang": ({"n_stalled"}, True),
     "prefix-cache-drop": ({"hit_rate", "waiting_per_pod"}, False),
     "retry-storm": ({"arrival_rate_ratio", "success_ratio"}, False),

@@ -14,7 +14,7 @@ runner = CliRunner()
 
 def test_builtin_runbooks_cover_every_incident_and_lint_clean() -> None:
     reg = load_registry()
-    assert set(reg.ids()) == set(INCIDENTS)
+    assert set(reg.ids()) == set(INCIDENTS) - {"unknown"}  # unknown is what no runbook explains
     builtin = Path(__file__).parents[2] / "src" / "llm_oncall" / "runbooks" / "builtin"
     assert lint([builtin], known_feature_names()) == []
 

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from llm_oncall.diagnosis.engine import Diagnosis, diagnose
-from llm_oncall.diagnosis.features import Features, compute
+from llm_oncall.diagnosis.features import RECENT, Features, Slo, compute
 from llm_oncall.evidence.classify import classify_text
 from llm_oncall.evidence.model import Finding
 from llm_oncall.runbooks.loader import Registry, load_registry
@@ -29,9 +29,15 @@ restart, which the store keeps regardless of age.  Without this the event list g
 every Snapshot (HISTORY of them) carried all of it."""
 
 
+MIN_BASELINE = 3
+"""Snapshots a baseline needs before it is worth freezing."""
+RELEASE_AFTER = 3
+"""Evaluations with every symptom green after which a frozen baseline is released (the fleet recovered)."""
+
+
 class Autopilot:
     def __init__(self, interval_s: float = 15.0, registry: Registry | None = None, lang: str = "en",
-                 window_s: float | None = None, scrapes_kept: int = LIVE_SCRAPES_KEPT) -> None:
+                 window_s: float | None = None, scrapes_kept: int = LIVE_SCRAPES_KEPT, slo: Slo | None = None) -> None:
         self.interval_s = interval_s
         self.registry = registry or load_registry()
         self.lang = lang
@@ -41,6 +47,12 @@ class Autopilot:
         self.features: deque[Features] = deque(maxlen=HISTORY)
         self.findings: dict[str, Finding] = {}
         self._log_tail: dict[str, deque[str]] = {}
+        self.slo = slo
+        # While a symptom is red the baseline stays the snapshots from before it turned red: an incident that
+        # lasts longer than the history must not become its own baseline.
+        self.frozen_baseline: list[Snapshot] | None = None
+        self._green = 0
+        self.last: Diagnosis | None = None
 
     def observe(self, batch: Batch) -> None:
         self.store.add(batch)
@@ -69,6 +81,20 @@ class Autopilot:
             self.snapshots.pop()
             self.features.pop()
         self.snapshots.append(snap)
-        feats = compute(list(self.snapshots), list(self.findings.values()), self.interval_s)
+        history = list(self.snapshots)
+        feats = compute(history, list(self.findings.values()), self.interval_s, self.frozen_baseline, self.slo)
+        self._track_baseline(history, feats)
         self.features.append(feats)
-        return diagnose(list(self.features), self.registry, self.lang)
+        self.last = diagnose(list(self.features), self.registry, self.lang, previous=self.last)
+        return self.last
+
+    def _track_baseline(self, history: list[Snapshot], feats: Features) -> None:
+        red = feats.get("symptom") is True
+        if self.frozen_baseline is None:
+            if red and len(history) - RECENT >= MIN_BASELINE:
+                self.frozen_baseline = history[:-RECENT]
+                self._green = 0
+            return
+        self._green = 0 if red else self._green + 1
+        if self._green >= RELEASE_AFTER:
+            self.frozen_baseline = None

@@ -1,8 +1,12 @@
 """Features: the named numbers runbook conditions read, derived from Snapshot history + evidence.
 
 Baselines are relative: the fleet against its own recent past (median of the snapshots
-before the recent ones), and a pod against the median of its peers.  A feature that cannot
-be computed is None (unknown), never 0.
+before the recent ones, or of a baseline the caller froze before a change), and a pod against
+the median of its peers.  A feature that cannot be computed is None (unknown), never 0.
+
+The user-facing symptoms come first (`symptom_*`): TTFT and ITL p99 against the baseline and a
+configured SLO, errors, throughput and availability.  They say whether anything is wrong; the
+runbooks say why.
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ SOURCES: dict[str, str] = {
     "prompt_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:request_prompt_tokens_bucket[1m])))",
     "prompt_mean": "rate(vllm:prompt_tokens_total) / rate(vllm:request_success_total)",
     "prompt_shift": "max(prompt p99 ratio, prompt mean ratio) vs baseline",
+    "admitted_prompt_shift": "prefix-cache tokens looked up per arriving request, ratio vs baseline",
+    "miss_ratio": "(1 - prefix hit rate) now / its baseline",
+    "window_requests": "requests finished in the window (the sample size of rates and quantiles)",
     "ttft_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))",
     "itl_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket[1m])))",
     "n_stalled": "pods with requests and a flat vllm:iteration_tokens_total_count for ≥ 2 scrapes",
@@ -148,19 +155,46 @@ def _revision_quality(snap: Snapshot) -> dict[str, tuple[float, float, float, fl
     return out
 
 
-def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), interval_s: float = 15.0) -> Features:
-    """Features at the last snapshot of `history` (oldest first)."""
+@dataclass(frozen=True)
+class Slo:
+    """Objectives the user may configure; any may be None (then only the baseline judges)."""
+
+    ttft_p99_s: float | None = None
+    itl_p99_s: float | None = None
+    error_share: float | None = None
+
+
+TTFT_SYMPTOM_RATIO = 3.0
+"""TTFT p99 at 3× its baseline is red: the alert most vLLM on-call rotations page on (and DESIGN's line)."""
+ITL_SYMPTOM_RATIO = 2.0
+"""Inter-token latency at 2×: every token of every stream is twice as slow, which users see as a stutter."""
+ERROR_SYMPTOM_SHARE = 0.05
+"""5 % of requests failing is red unless an SLO says otherwise."""
+THROUGHPUT_SYMPTOM_RATIO = 0.5
+"""Successes at half their baseline while demand has not fallen."""
+
+
+def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), interval_s: float = 15.0,
+            baseline: Sequence[Snapshot] | None = None, slo: Slo | None = None) -> Features:
+    """Features at the last snapshot of `history` (oldest first).
+
+    ``baseline``: the snapshots that are "before" — by default the history minus its last RECENT snapshots;
+    a caller that detected a change passes the snapshots from before it, so that an incident that lasts
+    longer than the history never becomes its own baseline.
+    """
     if not history:
         raise ValueError("no snapshots")
     snap = history[-1]
     prev = history[-2] if len(history) > 1 else None
-    base = history[:-RECENT] if len(history) > RECENT else []
+    base = list(baseline) if baseline is not None else list(history[:-RECENT]) if len(history) > RECENT else []
     f = snap.fleet
     v: dict[str, Value] = {}
     labels: dict[str, str] = {}
     pod_sets: dict[str, tuple[str, ...]] = {}
     node_sets: dict[str, tuple[str, ...]] = {}
     up = [p for p in snap.pods if p.up]
+    if baseline is not None and base:
+        labels["baseline_frozen_at"] = f"{base[-1].t:g}"
 
     v["interval_s"] = interval_s
     v["history_len"] = float(len(history))
@@ -176,7 +210,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
 
     # Rates against the fleet's own recent past.
     arrivals = arrival_rate(snap, prev)
-    base_arrivals = _median(arrival_rate(s, history[i - 1] if i else None) for i, s in enumerate(base))
+    base_arrivals = _median(arrival_rate(s, base[i - 1] if i else None) for i, s in enumerate(base))
     v["arrival_rate"] = arrivals
     v["arrival_rate_baseline"] = base_arrivals
     v["arrival_rate_ratio"] = _ratio(arrivals, base_arrivals)
@@ -201,7 +235,11 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     retries = _sum_extra(snap, "gateway_retries_total")
     v["retry_share"] = _ratio(retries, arrivals) if retries is not None else None
 
-    # Prefix cache: a hit rate only means something over enough looked-up tokens.
+    # How many requests the window's rates and quantiles rest on: a sample size, not a load level.
+    v["window_requests"] = f.requests_per_s * snap.window_s if f.requests_per_s is not None else None
+
+    # Prefix cache: judged on the miss rate, which is what the prefill work is proportional to (94 % → 58 %
+    # hit is ×7 the recomputed prompt tokens).
     v["prefix_queries_per_s"] = _prefix_queries(snap)
     v["prefix_queries_ratio"] = _ratio(v["prefix_queries_per_s"], _median(_prefix_queries(s) for s in base))
     v["hit_rate"] = f.prefix_hit_rate
@@ -209,6 +247,18 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["hit_rate_baseline"] = base_hit
     v["hit_rate_drop"] = base_hit - f.prefix_hit_rate if base_hit is not None and f.prefix_hit_rate is not None \
         else None
+    miss = 1.0 - f.prefix_hit_rate if f.prefix_hit_rate is not None else None
+    base_miss = 1.0 - base_hit if base_hit is not None else None
+    v["miss_rate"] = miss
+    v["miss_rate_baseline"] = base_miss
+    # A baseline miss rate below 1 % is read as 1 %: the ratio is about prefill work, and below that the
+    # recomputed tokens are too few to matter.
+    v["miss_ratio"] = _ratio(miss, max(base_miss, 0.01)) if miss is not None and base_miss is not None else None
+    base_prompt_tps = _median(s.fleet.prompt_tokens_per_s for s in base)
+    if miss is not None and base_miss is not None and f.prompt_tokens_per_s is not None and base_prompt_tps:
+        v["prefill_work_ratio"] = _ratio(f.prompt_tokens_per_s * miss, base_prompt_tps * max(base_miss, 0.01))
+    else:
+        v["prefill_work_ratio"] = None
 
     # Prompt-length mix.
     v["prompt_p99"] = f.prompt_len_p99
@@ -219,6 +269,10 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["prompt_mean_ratio"] = _ratio(v["prompt_mean"], v["prompt_mean_baseline"])
     shifts = [x for x in (v["prompt_p99_ratio"], v["prompt_mean_ratio"]) if isinstance(x, float)]
     v["prompt_shift"] = max(shifts) if shifts else None
+    # The same shift seen at admission: prompt tokens looked up in the prefix cache per arriving request. The
+    # prompt-length histogram is observed when a request finishes, minutes late for a 100k-token prompt.
+    qr, ar = v["prefix_queries_ratio"], v["arrival_rate_ratio"]
+    v["admitted_prompt_shift"] = qr / ar if isinstance(qr, float) and isinstance(ar, float) and ar > 0 else None
 
     # Latency.
     v["ttft_p99"] = f.ttft_p99
@@ -227,6 +281,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["itl_p99"] = f.itl_p99
     v["itl_p99_baseline"] = _median(s.fleet.itl_p99 for s in base)
     v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])
+    _symptoms(v, labels, slo or Slo())
 
     # Forward progress.
     stalled = tuple(p.name for p in up if _stalled(p, interval_s))
@@ -347,6 +402,62 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
 
     return Features(t=snap.t, values=v, sources=SOURCES, pod_sets=pod_sets, node_sets=node_sets,
                     labels=labels, findings=tuple(findings))
+
+
+def _symptoms(v: dict[str, Value], labels: dict[str, str], slo: Slo) -> None:
+    """The user-facing symptoms, each True/False, or None when its data is missing."""
+
+    def red(*parts: bool | None) -> bool | None:
+        if any(p is True for p in parts):
+            return True
+        return None if all(p is None for p in parts) else False
+
+    def at_least(name: str, limit: float | None) -> bool | None:
+        x = v.get(name)
+        return None if limit is None or not isinstance(x, float) else x >= limit
+
+    def above(name: str, limit: float | None) -> bool | None:
+        x = v.get(name)
+        return None if limit is None or not isinstance(x, float) else x > limit
+
+    v["ttft_slo"] = slo.ttft_p99_s
+    v["itl_slo"] = slo.itl_p99_s
+    v["symptom_ttft"] = red(at_least("ttft_ratio", TTFT_SYMPTOM_RATIO), above("ttft_p99", slo.ttft_p99_s))
+    v["symptom_itl"] = red(at_least("itl_ratio", ITL_SYMPTOM_RATIO), above("itl_p99", slo.itl_p99_s))
+    v["symptom_errors"] = at_least("error_share", slo.error_share if slo.error_share is not None
+                                   else ERROR_SYMPTOM_SHARE)
+    success, demand = v.get("success_ratio"), v.get("arrival_rate_ratio")
+    if isinstance(success, float):
+        v["symptom_throughput"] = success <= THROUGHPUT_SYMPTOM_RATIO and (
+            not isinstance(demand, float) or demand >= 0.8)
+    else:
+        v["symptom_throughput"] = None
+    total, up = v.get("pods_total") or 0.0, v.get("pods_up") or 0.0
+    v["symptom_availability"] = (up == 0 or (total - up) / total >= 0.5) if isinstance(total, float) and total > 0 \
+        else None
+    names = ("symptom_ttft", "symptom_itl", "symptom_errors", "symptom_throughput", "symptom_availability")
+    v["symptom"] = red(*(x if isinstance(x := v[n], bool) else None for n in names))
+    said = []
+    if v["symptom_ttft"]:
+        said.append(f"TTFT p99 {_x(v.get('ttft_ratio'))}" + _slo_note(v.get("ttft_p99"), slo.ttft_p99_s))
+    if v["symptom_itl"]:
+        said.append(f"ITL p99 {_x(v.get('itl_ratio'))}" + _slo_note(v.get("itl_p99"), slo.itl_p99_s))
+    if v["symptom_errors"]:
+        said.append(f"errors {float(v.get('error_share') or 0.0):.0%}")
+    if v["symptom_throughput"]:
+        said.append(f"successes {_x(v.get('success_ratio'))}")
+    if v["symptom_availability"]:
+        said.append(f"{total - up:.0f} of {total:.0f} pods down")
+    if said:
+        labels["symptoms"] = ", ".join(said)
+
+
+def _x(ratio: Value) -> str:
+    return f"×{ratio:.1f} vs baseline" if isinstance(ratio, float) else "above its SLO"
+
+
+def _slo_note(value: Value, slo: float | None) -> str:
+    return f" ({value:.2f}s, SLO {slo:g}s)" if isinstance(value, float) and slo is not None and value > slo else ""
 
 
 def known_feature_names() -> set[str]:

@@ -72,7 +72,8 @@ def run_one(incident: str, seed: int, cfg: FleetConfig | None = None, fault: Fau
         timeline.append((fleet.now, diagnosis, symptom))
         # The scorer (not the autopilot) may look at the truth: stop once the page after onset is in.
         onset_now = fleet.ground_truth.onset
-        if stop_on_page and diagnosis.pages and onset_now is not None and fleet.now >= onset_now:
+        if stop_on_page and diagnosis.pages and diagnosis.incident != "unknown" and onset_now is not None \
+                and fleet.now >= onset_now:
             break
     return score(fleet.ground_truth.incident if planned is not None else "healthy", fleet.ground_truth.onset,
                  fleet.ground_truth.pods, timeline, seed, interval_s)
@@ -85,9 +86,14 @@ def _alert_of(pilot: Autopilot, incident: str) -> Expr | None:
 
 def score(expected: str, onset: float | None, truth_pods: tuple[str, ...],
           timeline: Sequence[tuple[float, Diagnosis, bool]], seed: int, interval_s: float) -> DrillResult:
-    """First page after onset is the answer; pages before onset (or in a healthy run) are false."""
+    """First named page after onset is the answer; pages before onset (or in a healthy run) are false.
+
+    An `unknown` page after onset (a red symptom no runbook explains yet) is a detection, not a diagnosis: the
+    answer is the first page that names an incident, and `unknown` only when nothing else was named.
+    """
     false_pages = 0
     first_page: tuple[float, Diagnosis] | None = None
+    first_unknown: tuple[float, Diagnosis] | None = None
     symptom_t: float | None = None
     for t, d, symptom in timeline:
         after = onset is not None and t >= onset
@@ -97,8 +103,11 @@ def score(expected: str, onset: float | None, truth_pods: tuple[str, ...],
             continue
         if not after:
             false_pages += 1
+        elif d.incident == "unknown":
+            first_unknown = first_unknown or (t, d)
         elif first_page is None:
             first_page = (t, d)
+    first_page = first_page or first_unknown
     diagnosed = first_page[1].incident if first_page else "healthy"
     correct = diagnosed == expected if onset is not None else false_pages == 0
     ttd = intervals = None

@@ -42,9 +42,18 @@ class Text(_Model):
 
 
 class Clause(_Model):
+    """One observation of a signature or of its support.
+
+    In a signature, a clause that holds supports the runbook with its ``weight``; one that fails refutes it
+    (a ``required`` clause rules the runbook out, an optional one lowers its fit); one whose data is missing
+    (unknown) refutes nothing but lowers the confidence.
+    """
+
     when: str
     signal: str | None = None
     baseline: str | None = None
+    weight: float = Field(default=1.0, gt=0.0, le=10.0)
+    required: bool = True
     text: Text
 
     @field_validator("when")
@@ -107,6 +116,11 @@ class Runbook(_Model):
     support: list[Clause] = Field(default_factory=list)
     persistence: int = Field(default=2, ge=1, le=20, description="consecutive scrapes the signature must hold")
     base_confidence: float = Field(default=0.75, ge=0.0, le=1.0)
+    min_fit: float = Field(default=0.6, gt=0.0, le=1.0,
+                           description="weight share of signature clauses that must hold (unknown ones do not)")
+    page_when: str | None = Field(default=None, description="the signature pages only when this holds, else warns")
+    cascades_into: list[Literal[INCIDENTS]] = Field(  # type: ignore[valid-type]
+        default_factory=list, description="incidents this one causes: when both hold, the earlier change is named")
     scope_pods: str | None = None
     scope_nodes: str | None = None
     scope_revision: str | None = None
@@ -124,7 +138,7 @@ class Runbook(_Model):
             raise ValueError("id must be lowercase letters, digits and '-'")
         return v
 
-    @field_validator("alert")
+    @field_validator("alert", "page_when")
     @classmethod
     def _alert(cls, v: str | None) -> str | None:
         return None if v is None else _condition(v)
@@ -143,4 +157,6 @@ class Runbook(_Model):
         for rc in self.root_causes:
             if rc.when:
                 out |= compile_expr(rc.when).names()
+        if self.page_when:
+            out |= compile_expr(self.page_when).names()
         return out
