@@ -146,16 +146,14 @@ def set_canary_weights(fleet: Fleet, stable: int, canary: int) -> None:
 
 
 def set_context_range(fleet: Fleet, pod: Pod, value: str | None) -> None:
-    """llm-d's context-length-aware scorer (with filtering) over the pods' `llm-d.ai/context-length-range`."""
+    """llm-d's context-length-aware scorer (with filtering) over the pods' `llm-d.ai/context-length-range`
+    (`"min-max"`, validated by the API): filtering starts once some pod carries the label."""
     if value is None:
-        pod.long_pool = False
+        pod.context_range = None
     else:
-        lo = int(value.split("-", 1)[0])
-        pod.long_pool = lo > 0
-        if lo > 0:
-            fleet.router.long_threshold = lo
-    labelled = any(p.long_pool for p in fleet.pods if p.state != TERMINATED)
-    fleet.router.length_aware = labelled
+        lo, hi = value.split("-", 1)
+        pod.context_range = (int(lo), int(hi))
+    fleet.router.length_aware = any(p.context_range is not None for p in fleet.pods if p.state != TERMINATED)
 
 
 def set_router_config(fleet: Fleet, text: str, t: float) -> None:

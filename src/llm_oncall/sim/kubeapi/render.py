@@ -184,10 +184,11 @@ def pod_labels(fleet: Fleet, p: Pod) -> dict[str, str]:
     else:
         app = deployment_of(fleet, p.revision)
         labels = {"app": app, "pod-template-hash": p.revision.name}
-    if p.long_pool:
-        labels[CONTEXT_RANGE] = f"{fleet.router.long_threshold}-{fleet.cfg.engine.max_model_len}"
-    elif fleet.router.length_aware:
-        labels[CONTEXT_RANGE] = f"0-{fleet.router.long_threshold}"
+    if p.context_range is not None:
+        labels[CONTEXT_RANGE] = f"{p.context_range[0]}-{p.context_range[1]}"
+    elif fleet.router.policy == "length_pools":  # the what-if's two pools, labelled as llm-d would see them
+        labels[CONTEXT_RANGE] = (f"{fleet.router.long_threshold}-{fleet.cfg.engine.max_model_len}" if p.long_pool
+                                 else f"0-{fleet.router.long_threshold}")
     return labels
 
 
