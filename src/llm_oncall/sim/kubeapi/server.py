@@ -8,6 +8,7 @@ Faults are set through `/_sim/faults` (not a Kubernetes path): POST a JSON rule,
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -121,7 +122,9 @@ class KubeApiServer:
             f"    namespace: {ns}\n"
             "current-context: llm-oncall-sim\n")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # whoever waits for the file never reads half of it
         return path
 
     # ---- dispatch ------------------------------------------------------------------------------------
@@ -294,7 +297,6 @@ def _groups() -> dict[str, list[str]]:
             out.setdefault(r.group, [])
             if r.version not in out[r.group]:
                 out[r.group].append(r.version)
-    out.setdefault("autoscaling", ["v1"])
     return out
 
 
@@ -309,7 +311,7 @@ def _group_list() -> dict[str, Any]:
 def _resource_list(gv: str) -> dict[str, Any] | None:
     group, _, version = gv.rpartition("/")
     rts = [r for r in RESOURCES if r.group == group and r.version == version]
-    if not rts and gv != "autoscaling/v1":
+    if not rts:
         return None
     resources: list[dict[str, Any]] = []
     for r in rts:
