@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import calendar
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,27 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from tests.testkit import free_port, http_ok, wait_for
+from tests.testkit import free_port, http_ok, kubectl, wait_for
 
-KUBECTL = shutil.which("kubectl")
 CLI = [sys.executable, "-m", "llm_oncall.cli"]
 EPOCH = 1_767_225_600  # the simulator's t=0 (2026-01-01T00:00:00Z)
 HEARTBEATS = ("Node", "Lease")
 """Objects the kubelet rewrites on its own (node status heartbeat, node Lease renewTime): their resourceVersion
 moves without any client; their spec must not."""
-
-
-def kubectl(kc: Path, *args: str) -> str:
-    if KUBECTL is None:
-        if os.environ.get("CI"):
-            pytest.fail("kubectl is missing on a CI machine")
-        pytest.skip("kubectl is not installed")
-    out = subprocess.run([KUBECTL, "--kubeconfig", str(kc), "--cache-dir", str(kc.parent / "kube-cache"), *args],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
 
 
 @dataclass

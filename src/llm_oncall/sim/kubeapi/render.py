@@ -322,6 +322,9 @@ def deployment_objects(fleet: Fleet, book: Bookkeeping) -> Iterator[dict[str, An
     live = live_pods(fleet)
     canary = canary_revision(fleet)
     current = template_revision(fleet)
+    for rev in fleet.revisions:  # an API that starts mid-rollout still numbers the older ReplicaSets first
+        if rev is not canary and rev is not current and any(p.revision is rev for p in live):
+            book.revision_number(rev.name)
     book.revision_number(current.name)
     groups: list[tuple[str, Revision, list[Revision], int]] = [
         (cfg.deployment, current, [r for r in fleet.revisions if r.name in book.rs_revision and r is not canary],

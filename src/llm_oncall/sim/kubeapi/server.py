@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from llm_oncall.sim.kubeapi import openapi
+from llm_oncall.sim.kubeapi import openapi, tables
 from llm_oncall.sim.kubeapi.cluster import KubeCluster, dumps
 from llm_oncall.sim.kubeapi.model import BY_PATH, REASONS, RESOURCES, ApiStatus, ResourceType
 
@@ -145,8 +145,17 @@ class KubeApiServer:
         if fault is not None:
             return self._fault_answer(fault, method, path)
         self.faults.log.append((method, path, code))
+        content_type = "application/json"
+        version = tables.wants_table(headers.get("accept", "")) if method == "GET" and code == 200 else None
+        if version is not None and isinstance(obj, dict):
+            rt, _, _, sub = self._parse_resource(path)
+            if rt is not None and not sub:
+                fleet = self.cluster.fleet
+                obj = tables.table(rt.kind, rt.api_version, obj, fleet.cfg.epoch + fleet.now, version,
+                                   query.get("includeObject", "Metadata"))
+                content_type = f"application/json;as=Table;v={version};g=meta.k8s.io"
         data = obj if isinstance(obj, bytes) else dumps(obj)
-        return code, {"Content-Type": "application/json"}, data
+        return code, {"Content-Type": content_type}, data
 
     def _fault_answer(self, fault: FaultRule, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
         if fault.delay_s:
