@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from llm_oncall.cli import bench, diagnose, evidence, probe, runbooks, sim
+from llm_oncall.cli import act, bench, diagnose, evidence, probe, runbooks, sim
 from llm_oncall.cli.drill import drill
 
 app = typer.Typer(help="On-call autopilot for vLLM inference fleets.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
 diagnose.register(app)
 app.command()(drill)
+app.add_typer(act.app, name="act")
 app.add_typer(bench.app, name="bench")
 app.add_typer(evidence.app, name="evidence")
 app.add_typer(probe.app, name="probe")

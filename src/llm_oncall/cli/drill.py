@@ -16,6 +16,9 @@ def drill(
     suite: Annotated[int | None, typer.Option(help="Run N randomized scenarios and score them.")] = None,
     soak: Annotated[str | None, typer.Option(help="Healthy soak of simulated duration, e.g. 24h.")] = None,
     workers: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
+    act: Annotated[bool, typer.Option("--act", help="Also plan, guard (auto mode, drill policy), execute the "
+                                                    "emergency fix on the simulator's Kubernetes API and verify "
+                                                    "recovery.")] = False,
     first_suite_shapes: Annotated[bool, typer.Option(
         "--first-suite-shapes", help="With --suite: only the first suite's scenario shapes (to compare).")] = False,
     as_json: JsonOpt = False,
@@ -38,6 +41,9 @@ def drill(
     if unknown:
         raise fail(f"unknown incident(s): {', '.join(unknown)}; choose from {', '.join(known)}")
     jobs = [(i, seed) for i in chosen]
+    if act:
+        _drill_act(jobs, workers, seed, as_json)
+        return
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("drilling", total=len(jobs))
@@ -48,4 +54,26 @@ def drill(
     else:
         console.print(scoreboard(results, seed))
     if not all(r.correct for r in results):
+        raise typer.Exit(1)
+
+
+def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_json: bool) -> None:
+    from llm_oncall.drills import act
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
+        task = progress.add_task("drilling (--act)", total=len(jobs))
+        results = act.run_many(jobs, workers, progress=lambda r: progress.advance(task))
+    if as_json:
+        print_json({"results": [r.to_json() for r in results], "correct": sum(r.correct for r in results),
+                    "total": len(results), "recovered": sum(r.recovered for r in results), "seed": seed})
+    else:
+        for r in results:
+            rec = f"recovered {r.seconds_to_recovery:.0f}s after onset" if r.recovered and r.seconds_to_recovery \
+                is not None else "not recovered"
+            console.print(f"[bold]{r.drill.incident}[/bold] → {r.drill.diagnosed}: {rec}")
+            for a in r.actions:
+                console.print(f"   {a['kind']} {a['target']}: {a['status']}"
+                              + (f" ({a['verification']['verdict']})" if a.get("verification") else ""))
+    if not all(r.correct and r.recovered for r in results):
         raise typer.Exit(1)

@@ -59,6 +59,14 @@ def build_fleet(pods: int, fault: str | None, at: float | None, seed: int, rate_
     return Fleet(cfg, seed=seed, fault=spec)
 
 
+def _kube_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if host not in ("127.0.0.1", "localhost") or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise typer.BadParameter("expected 127.0.0.1:PORT (the simulator listens on the loopback only)",
+                                 param_hint="--kube-api")
+    return "127.0.0.1", int(port)
+
+
 @app.command("serve")
 def serve(
     pods: Annotated[int, typer.Option(help="Initial replicas.", min=1, max=256)] = 4,
@@ -74,6 +82,11 @@ def serve(
                        ] = None,
     duration: Annotated[str | None, typer.Option(help="Stop after this much wall time (default: until Ctrl-C).")
                         ] = None,
+    kube_api: Annotated[str | None, typer.Option("--kube-api", help="Also serve the fleet's Kubernetes API on "
+                                                 "HOST:PORT (127.0.0.1 only; port 0 = any free port).")] = None,
+    kubeconfig_out: Annotated[Path | None, typer.Option("--kubeconfig-out", help="Write a kubeconfig for the "
+                                                        "Kubernetes API here (kubectl and llm-oncall act use it).")
+                              ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="The target list is always JSON; accepted for "
                                                          "symmetry with other commands.")] = False,
 ) -> None:
@@ -87,6 +100,9 @@ def serve(
         run_for = parse_duration(duration) if duration is not None else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    kube_addr = _kube_address(kube_api) if kube_api is not None else None
+    if kubeconfig_out is not None and kube_addr is None:
+        raise typer.BadParameter("--kubeconfig-out needs --kube-api", param_hint="--kubeconfig-out")
     fleet = build_fleet(pods, fault, onset, seed, rate_per_pod)
     first = threading.Event()
 
@@ -100,12 +116,15 @@ def serve(
         else:
             _err(f"sim: targets changed ({len(groups)} targets)" + (f"; {file_sd} updated" if file_sd else ""))
 
-    server = SimServer(fleet, speed=speed, base_port=base_port, on_targets=publish)
+    server = SimServer(fleet, speed=speed, base_port=base_port, on_targets=publish, kube_api=kube_addr)
     try:
         server.start()
     except OSError as exc:
         _err(f"cannot listen from port {base_port}: {exc}")
         raise typer.Exit(2) from None
+    if server.kube is not None:
+        _err(f"sim: Kubernetes API on {server.kube.url}"
+             + (f"; kubeconfig {server.kube.write_kubeconfig(kubeconfig_out)}" if kubeconfig_out else ""))
     onset_text = f"{fleet.fault.kind} at t={fleet.fault.at:.0f}s" if fleet.fault else "no fault"
     _err(f"sim: {pods} pods on 127.0.0.1, {speed:g}× real time, {onset_text}; Ctrl-C to stop")
     stop = threading.Event()

@@ -77,6 +77,8 @@ class Fleet:
         self.rollout: Rollout | None = None
         self.desired_replicas = cfg.pods
         self.truth = GroundTruth("healthy", None)
+        self.cordoned: set[str] = set()
+        self.taints: dict[str, list[dict[str, str]]] = {}
         self._next_log = cfg.log_interval_s
         self._next_gpu = 1.0
         self._endpoints: dict[str, list[Pod]] = {}

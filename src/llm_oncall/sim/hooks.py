@@ -40,6 +40,10 @@ class FleetHooks(Protocol):
     observed_generation: int
     desired_replicas: int
     truth: GroundTruth
+    cordoned: set[str]
+    """Nodes with spec.unschedulable (cordoned): no new pods land there."""
+    taints: dict[str, list[dict[str, str]]]
+    """Node taints as the Kubernetes API holds them (`key`, `value`, `effect`, `timeAdded`)."""
 
     def schedule(self, t: float, fn: Callable[[float], None]) -> None: ...
 

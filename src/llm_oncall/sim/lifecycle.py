@@ -38,6 +38,17 @@ def _node_name(i: int) -> str:
     return f"gpu-node-{i:02d}"
 
 
+NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def schedulable(fleet: FleetHooks, node: str) -> bool:
+    """A cordoned node (spec.unschedulable) or one with a NoSchedule/NoExecute taint takes no new pods (the
+    vLLM pods tolerate none of them)."""
+    if node in fleet.cordoned:
+        return False
+    return not any(t.get("effect") in NO_SCHEDULE_EFFECTS for t in fleet.taints.get(node, ()))
+
+
 def _place(fleet: FleetHooks, tp: int, group: int) -> tuple[str, list[Gpu]]:
     """Pods of one group share a node (their collectives run over its NVLink)."""
     cfg = fleet.cfg
@@ -45,7 +56,7 @@ def _place(fleet: FleetHooks, tp: int, group: int) -> tuple[str, list[Gpu]]:
     for p in fleet.pods:
         if p.state != TERMINATED and p.group == f"{cfg.deployment}-g{group}":
             want_node = p.node
-    nodes = [want_node] if want_node else list(fleet.gpus)
+    nodes = [want_node] if want_node else [n for n in fleet.gpus if schedulable(fleet, n)]
     for node in nodes:
         free = [g for g in fleet.gpus[node] if not g.pod]
         if len(free) >= tp:
@@ -61,14 +72,23 @@ def _place(fleet: FleetHooks, tp: int, group: int) -> tuple[str, list[Gpu]]:
     return name, gpus[:tp]
 
 
-def create_pod(fleet: FleetHooks, rev: Revision, warm: bool = False, t: float = 0.0) -> Pod:
+def lws_pod_name(deployment: str, group: int, worker: int) -> str:
+    """LeaderWorkerSet naming: the leader (= the group) is `<lws>-<group>`, workers `<lws>-<group>-<worker>`."""
+    return f"{deployment}-{group}" if worker == 0 else f"{deployment}-{group}-{worker}"
+
+
+def create_pod(fleet: FleetHooks, rev: Revision, warm: bool = False, t: float = 0.0,
+               slot: tuple[int, int] | None = None) -> Pod:
+    """`slot` = (group, worker) re-creates that member of a group (a LeaderWorkerSet recreating a group)."""
     cfg = fleet.cfg
     n = fleet.pods_created
     fleet.pods_created += 1
-    group = n // cfg.group_size
+    group, worker = slot if slot is not None else (n // cfg.group_size, n % cfg.group_size)
     node, gpus = _place(fleet, cfg.tp, group)
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
     name = f"{cfg.deployment}-{rev.name}-" + "".join(fleet.rng.choice(alphabet) for _ in range(5))
+    if cfg.group_size > 1:  # groups sharing collectives run as a LeaderWorkerSet: its pod names
+        name = lws_pod_name(cfg.deployment, group, worker)
     pod = Pod(name, n, node, gpus, rev, f"{cfg.deployment}-g{group}", cfg.engine, cfg.step, mix64(n + 1))
     for g in gpus:
         g.pod, g.namespace, g.container = name, cfg.namespace, "vllm"

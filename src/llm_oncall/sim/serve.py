@@ -22,6 +22,7 @@ from typing import Any
 
 from llm_oncall.signals.httpserve import send
 from llm_oncall.sim.fleet import Fleet
+from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 from llm_oncall.sim.pods import READY
 
 CONTENT_TYPE_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -69,7 +70,9 @@ def _error(code: int, message: str, kind: str = "BadRequestError") -> tuple[int,
 class SimServer:
     def __init__(self, fleet: Fleet, speed: float = 1.0, base_port: int = 0, step_s: float = 0.05,
                  max_chunk_s: float = 2.0, hang_s: float = 60.0,
-                 on_targets: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
+                 on_targets: Callable[[list[dict[str, Any]]], None] | None = None,
+                 kube_api: tuple[str, int] | None = None) -> None:
+        """`kube_api` = (host, port): also serve the fleet's Kubernetes API there (port 0: any free port)."""
         if speed <= 0:
             raise ValueError("speed must be > 0")
         self.fleet = fleet
@@ -79,8 +82,10 @@ class SimServer:
         self.max_chunk_s = max_chunk_s
         self.hang_s = hang_s
         self.on_targets = on_targets
-        self.lock = threading.Lock()
-        """Held for every read or write of the fleet."""
+        self.lock = threading.RLock()
+        """Held for every read or write of the fleet (the Kubernetes API takes it too)."""
+        self.kube_api_address = kube_api
+        self.kube: KubeApiServer | None = None
         self.stopping = threading.Event()
         self.endpoints: dict[str, Endpoint] = {}
         self._next_port = base_port
@@ -97,6 +102,9 @@ class SimServer:
         self._virtual0 = self.fleet.now
         try:
             self._sync_endpoints()
+            if self.kube_api_address is not None:
+                host, port = self.kube_api_address
+                self.kube = KubeApiServer(KubeCluster(self.fleet, self.lock), host, port).start()
         except BaseException:
             self._close_all()
             raise
@@ -199,6 +207,9 @@ class SimServer:
         ep.httpd.server_close()
 
     def _close_all(self) -> None:
+        if self.kube is not None:
+            self.kube.stop()
+            self.kube = None
         eps = list(self.endpoints.values())
         self.endpoints.clear()
         closers = [threading.Thread(target=self._close, args=(ep,), daemon=True) for ep in eps]

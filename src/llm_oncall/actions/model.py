@@ -1,0 +1,148 @@
+"""The plan as typed data: actions on named Kubernetes objects, each with its dry-run result and guard decision."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+ActionKind = Literal[
+    "scale_out", "restart_group", "cordon_node", "taint_node", "evict_pods", "rollback", "set_engine_args",
+    "config_rollback", "gateway_rate_limit", "gateway_cap_max_tokens", "gateway_route_long_prompts",
+]
+ACTION_KINDS: tuple[str, ...] = ActionKind.__args__  # type: ignore[attr-defined]
+Status = Literal["planned", "dry_run", "blocked", "executed", "failed", "skipped"]
+Verdict = Literal["helped", "no_effect", "harmful", "unverified"]
+
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+class UnsafeName(ValueError):
+    """A name or label value that must not reach an API path or a command."""
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """Kubernetes object names are DNS-1123 subdomains (≤ 253): `../x`, `a/b`, newlines and spaces are refused."""
+    if not isinstance(value, str) or len(value) > 253 or not _DNS1123.match(value):
+        raise UnsafeName(f"refusing {what} {value!r}: not a DNS-1123 name (it would reach an API path)")
+    return value
+
+
+def check_label_value(value: str, what: str = "label value") -> str:
+    if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise UnsafeName(f"refusing {what} {value!r}: not a valid Kubernetes label value")
+    return value
+
+
+class TargetChanged(Exception):
+    """The target is not what the plan saw: refuse and re-plan."""
+
+
+class Blocked(Exception):
+    """The cluster refused for a reason to wait out (a PodDisruptionBudget's 429): reported, not forced."""
+
+
+class Target(BaseModel):
+    kind: str
+    namespace: str
+    name: str
+    api_version: str = "v1"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_name(v)
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str) -> str:
+        return check_name(v, "namespace") if v else v
+
+    def ref(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}" if self.namespace else f"{self.kind}/{self.name}"
+
+
+class DryRun(BaseModel):
+    ok: bool
+    detail: Any = None
+
+
+class Guard(BaseModel):
+    allowed: bool
+    why: str
+
+
+class Verification(BaseModel):
+    verdict: Verdict
+    signal: str
+    before: float | None = None
+    after: float | None = None
+    baseline: float | None = None
+    detail: str = ""
+
+
+class Action(BaseModel):
+    id: str
+    kind: ActionKind
+    target: Target
+    params: dict[str, Any] = Field(default_factory=dict)
+    precondition: dict[str, Any] = Field(default_factory=dict)
+    """What the plan saw (resourceVersion, replicas, uid, …): execution refuses if the target has changed."""
+    why: str = ""
+    runbook_action: str = ""
+    revert: dict[str, Any] | None = None
+    dry_run: DryRun | None = None
+    guard: Guard | None = None
+    status: Status = "planned"
+    result: Any = None
+    verification: Verification | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.params.get('_incident_key', '')}:{self.kind}:{self.target.ref()}"
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.model_dump(mode="json", exclude={"params"})
+        out["params"] = {k: v for k, v in self.params.items() if not k.startswith("_")}
+        out["idempotency_key"] = self.idempotency_key
+        return out
+
+
+class Plan(BaseModel):
+    id: str
+    incident: str
+    incident_key: str
+    """The incident's identity (incident id + first page time): the idempotency keys build on it."""
+    diagnosis: dict[str, Any]
+    diagnosed_at: float
+    created_at: float
+    namespace: str
+    gateway: dict[str, str] = Field(default_factory=dict)
+    """Which implementation each gateway lever goes through (detected from the cluster's API)."""
+    actions: list[Action] = Field(default_factory=list)
+    manual: list[dict[str, Any]] = Field(default_factory=list)
+    """Runbook steps that are not API actions (call hardware, notify client owners)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "incident": self.incident, "incident_key": self.incident_key,
+                "diagnosis": self.diagnosis, "diagnosed_at": self.diagnosed_at, "created_at": self.created_at,
+                "namespace": self.namespace, "gateway": self.gateway,
+                "actions": [a.to_json() for a in self.actions], "manual": self.manual}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        body = dict(data)
+        acts = []
+        for a in body.pop("actions", []):
+            a = dict(a)
+            a.pop("idempotency_key", None)
+            a.setdefault("params", {})["_incident_key"] = body.get("incident_key", "")
+            acts.append(Action.model_validate(a))
+        return cls.model_validate({**body, "actions": acts})
+
+
+def action_id(plan_id: str, kind: str, target: Target) -> str:
+    return "a-" + hashlib.sha256(f"{plan_id}/{kind}/{target.ref()}".encode()).hexdigest()[:10]

@@ -1,0 +1,110 @@
+"""Did the fix help? Each incident's user-visible signal, before the action, after its verification window and at
+the pre-incident baseline: helped (recovered, or most of the way back) / no effect / harmful (worse)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llm_oncall.actions.model import Verification
+from llm_oncall.diagnosis.features import Features
+from llm_oncall.signals.snapshot import Snapshot
+
+Obs = Mapping[str, Any]
+"""The signals at one scrape: the diagnosis features plus a few Snapshot values (`t` included)."""
+
+
+def observe(f: Features, snap: Snapshot | None) -> dict[str, Any]:
+    out: dict[str, Any] = dict(f.values)
+    out["t"] = f.t
+    if snap is not None:
+        out["ttft_p50"] = snap.fleet.ttft_p50
+    return out
+
+
+@dataclass(frozen=True)
+class Signal:
+    name: str
+    lower_is_better: bool
+    doc: str
+
+    def value(self, f: Obs) -> float | None:
+        v = f.get(self.name)
+        if v is None and self.name in ("n_crashloop", "n_stalled", "pods_down", "probe_mismatch_rate",
+                                       "bad_rev_quality"):
+            return 0.0  # nothing to count is zero here (no crash-looping pod, no mismatch, no bad revision)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    def recovered(self, v: float | None, baseline: float | None) -> bool:
+        if v is None:
+            return False
+        if self.name == "waiting_per_pod":
+            return v <= max(5.0, 2 * (baseline or 0.0))
+        if self.name in ("n_crashloop", "n_stalled", "pods_down"):
+            return v == 0
+        if self.name == "probe_mismatch_rate":
+            return v <= 0.0
+        if self.name == "bad_rev_quality":
+            return v <= max(0.05, 2 * (baseline or 0.0))
+        if baseline is None:
+            return False
+        if self.lower_is_better:
+            return v <= 2.0 * baseline
+        return v >= 0.75 * baseline
+
+
+SIGNALS: dict[str, tuple[Signal, ...]] = {
+    "kv-capacity": (Signal("waiting_per_pod", True, "the waiting queue back to ≤ 5 per pod"),),
+    "engine-hang": (Signal("n_stalled", True, "no pod holds requests without stepping"),
+                    Signal("pods_down", True, "every pod answers /metrics again")),
+    "prefix-cache-drop": (Signal("hit_rate", False, "prefix-cache hit rate back to ≥ 75 % of its baseline"),),
+    "retry-storm": (Signal("success_rate", False, "engine successes back to ≥ 75 % of the baseline"),),
+    "bad-model-rollout": (Signal("bad_rev_quality", True, "the worst revision's quality-violation share ≤ 5 %"),),
+    "gpu-ecc": (Signal("probe_mismatch_rate", True, "golden-prompt mismatches stop"),),
+    "cuda-graph-crash": (Signal("n_crashloop", True, "no pod crash-loops"),),
+    "long-context-starvation": (Signal("ttft_p50", True, "short requests' TTFT (fleet p50) within 2× baseline"),),
+}
+
+
+def signals(incident: str) -> tuple[Signal, ...]:
+    return SIGNALS.get(incident, ())
+
+
+def baseline(history: Sequence[Obs], sig: Signal, until: float) -> float | None:
+    vals = [v for f in history if f["t"] < until and (v := sig.value(f)) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def recovered(incident: str, f: Obs, baselines: dict[str, float | None]) -> bool:
+    sigs = signals(incident)
+    return bool(sigs) and all(s.recovered(s.value(f), baselines.get(s.name)) for s in sigs)
+
+
+def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | None],
+          previous: Obs | None = None) -> Verification:
+    """`previous` (the scrape before `after`): worse than before counts as harmful only while still worsening."""
+    sigs = signals(incident)
+    if not sigs:
+        return Verification(verdict="unverified", signal="", detail=f"no recovery signal for {incident}")
+    s = sigs[0]
+    b, a, base = s.value(before), s.value(after), baselines.get(s.name)
+    if recovered(incident, after, baselines):
+        return Verification(verdict="helped", signal=s.name, before=b, after=a, baseline=base,
+                            detail=f"recovered: {s.doc}")
+    if a is None or b is None:
+        return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
+                            detail="the signal is unknown (no data) after the window")
+    worse = a > b * 1.25 + 1e-9 if s.lower_is_better else a < b * 0.8 - 1e-9
+    p = s.value(previous) if previous is not None else None
+    if worse and p is not None:
+        worse = a > p if s.lower_is_better else a < p
+    if worse:
+        return Verification(verdict="harmful", signal=s.name, before=b, after=a, baseline=base,
+                            detail=f"{s.name} got worse: {b:.3g} → {a:.3g}")
+    if base is not None and b != base and abs(a - base) <= 0.5 * abs(b - base):
+        return Verification(verdict="helped", signal=s.name, before=b, after=a, baseline=base,
+                            detail=f"{s.name} moved more than half way back to its baseline")
+    return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
+                        detail=f"{s.name} {b:.3g} → {a:.3g} (baseline {base if base is None else round(base, 3)})")

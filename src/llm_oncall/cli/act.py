@@ -1,0 +1,182 @@
+"""`act plan` and `act apply`: the emergency fix for the current diagnosis, dry-run against the cluster, then
+executed only for the actions a human approves (or the policy allows in auto mode)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from llm_oncall.cli import common
+from llm_oncall.cli.common import (
+    DcgmOpt,
+    JsonOpt,
+    RunbooksOpt,
+    TargetOpt,
+    TargetsFileOpt,
+    console,
+    fail,
+    print_json,
+)
+
+app = typer.Typer(help="Plan and apply guarded emergency fixes through the Kubernetes API.", no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False)
+
+KubeconfigOpt = Annotated[Path | None, typer.Option("--kubeconfig", help="Kubeconfig (default: $KUBECONFIG, "
+                                                                          "~/.kube/config, in-cluster).")]
+DbOpt = Annotated[Path, typer.Option("--db", help="SQLite store (plans, idempotency keys, cooldowns, audit).")]
+PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="Policy YAML (auto-mode kinds, caps, cooldowns).")]
+
+
+@app.callback()
+def _group() -> None:
+    """Plan and apply guarded emergency fixes through the Kubernetes API."""
+
+
+def _policy(path: Path | None) -> Any:
+    from llm_oncall.actions.guard import Policy
+
+    if path is None:
+        return Policy()
+    try:
+        return Policy.load(path)
+    except (OSError, ValueError) as exc:
+        raise fail(f"--policy {path}: {exc}") from exc
+
+
+def _kube(kubeconfig: Path | None, namespace: str | None) -> Any:
+    from llm_oncall.actions.kube import Kube
+
+    try:
+        return Kube(kubeconfig, namespace)
+    except Exception as exc:  # lightkube's ConfigError and file errors alike: a usage error
+        raise fail(f"cannot load the kubeconfig: {exc}") from exc
+
+
+@app.command("plan")
+def plan_cmd(
+    replay: Annotated[Path | None, typer.Option(help="A capture bundle directory.")] = None,
+    target: TargetOpt = [],  # noqa: B006 — Typer reads the default
+    dcgm: DcgmOpt = [],  # noqa: B006
+    targets_file: TargetsFileOpt = [],  # noqa: B006
+    prometheus: Annotated[str | None, typer.Option(help="Prometheus base URL.")] = None,
+    selector: Annotated[str, typer.Option(help='Label matchers for Prometheus, e.g. job="vllm".')] = "",
+    kubeconfig: KubeconfigOpt = None,
+    namespace: Annotated[str | None, typer.Option(help="Namespace of the model server.")] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between scrapes (live).")] = 5.0,
+    samples: Annotated[int, typer.Option(help="Scrapes to take (live).", min=2)] = 4,
+    db: DbOpt = Path("llm-oncall.db"),
+    policy: PolicyOpt = None,
+    mode: Annotated[str, typer.Option(help="propose | approve | auto (what the guard column says).")] = "propose",
+    out: Annotated[Path | None, typer.Option(help="Also write the plan JSON here (for act apply --plan).")] = None,
+    runbooks: RunbooksOpt = [],  # noqa: B006
+    as_json: JsonOpt = False,
+) -> None:
+    """The plan for the current diagnosis, every action dry-run on the cluster (server-side); changes nothing."""
+    from llm_oncall.actions.kube import KubeError
+    from llm_oncall.actions.ledger import Ledger
+    from llm_oncall.actions.run import Actuator
+    from llm_oncall.cli.diagnose import REPLAY_SCRAPES_KEPT, _live, _replay, _targets
+    from llm_oncall.diagnosis.autopilot import Autopilot
+    from llm_oncall.signals.bundle import BundleError, ReplaySource
+    from llm_oncall.signals.prometheus import PrometheusError, PrometheusSource
+
+    if mode not in ("propose", "approve", "auto"):
+        raise fail("--mode is propose, approve or auto")
+    live = bool(target or targets_file)
+    if sum(x for x in (live, prometheus is not None, replay is not None)) != 1:
+        raise fail("give exactly one of --target/--targets-file, --prometheus or --replay")
+    registry = common.registry(runbooks)
+    try:
+        if replay is not None:
+            rs = ReplaySource(replay)
+            pilot = Autopilot(rs.interval_s, registry, scrapes_kept=REPLAY_SCRAPES_KEPT)
+            diagnosis = _replay(pilot, rs.collect())
+        elif prometheus is not None:
+            ps = PrometheusSource(prometheus, selector, window_s=40 * interval, step_s=interval)
+            pilot = Autopilot(interval, registry, scrapes_kept=REPLAY_SCRAPES_KEPT)
+            diagnosis = _replay(pilot, ps.collect())
+        else:
+            pilot = Autopilot(interval, registry)
+            diagnosis = _live(pilot, _targets(target, dcgm, targets_file), interval, samples, None)
+    except (BundleError, PrometheusError, ValueError) as exc:
+        raise fail(str(exc)) from exc
+    if diagnosis is None:
+        raise fail("no diagnosis: not enough telemetry", code=3)
+    kube = _kube(kubeconfig, namespace)
+    ledger = Ledger(db)
+    actuator = Actuator(kube, ledger, _policy(policy), mode=mode, actor="cli")  # type: ignore[arg-type]
+    try:
+        ns = namespace or kube.namespace
+        actuator.observe_config(ns, time.time())
+        plan = actuator.plan(diagnosis, list(pilot.snapshots), namespace)
+    except KubeError as exc:
+        raise fail(f"the cluster's API: {exc}", code=3) from exc
+    body = plan.to_json()
+    if out is not None:
+        out.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        print_json(body)
+        return
+    console.print(f"[bold]{plan.incident}[/bold] plan {plan.id} ({len(plan.actions)} action(s)):")
+    for a in plan.actions:
+        ok = "ok" if a.dry_run and a.dry_run.ok else "FAILED"
+        console.print(f"  {a.id} {a.kind} {a.target.ref()} — dry-run {ok}; guard: "
+                      f"{a.guard.why if a.guard else '-'}\n      {a.why}")
+    for m in plan.manual:
+        console.print(f"  manual: {m['action']}: {m['text']}")
+
+
+@app.command("apply")
+def apply_cmd(
+    plan: Annotated[str, typer.Option("--plan", help="A plan JSON file (act plan --out) or a plan id in --db.")],
+    approve: Annotated[list[str], typer.Option("--approve", help="Action ids to execute (approve mode).")] = [],  # noqa: B006
+    kubeconfig: KubeconfigOpt = None,
+    db: DbOpt = Path("llm-oncall.db"),
+    policy: PolicyOpt = None,
+    mode: Annotated[str, typer.Option(help="approve (default: only --approve ids) | auto (what the policy "
+                                           "allows).")] = "approve",
+    max_age: Annotated[float | None, typer.Option(help="Refuse plans older than this many seconds (default: the "
+                                                       "policy's max_diagnosis_age_s).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Execute the approved actions of a plan (each guarded, idempotent, audited)."""
+    from llm_oncall.actions.ledger import Ledger
+    from llm_oncall.actions.model import Plan
+    from llm_oncall.actions.run import Actuator
+
+    if mode not in ("approve", "auto"):
+        raise fail("--mode is approve or auto")
+    ledger = Ledger(db)
+    path = Path(plan)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else ledger.plan(plan)
+    except (OSError, ValueError) as exc:
+        raise fail(f"--plan {plan}: {exc}") from exc
+    if data is None:
+        raise fail(f"--plan {plan}: no such file or plan id in {db}")
+    p = Plan.from_json(data)
+    unknown = sorted(set(approve) - {a.id for a in p.actions})
+    if unknown:
+        raise fail(f"--approve: no such action in plan {p.id}: {', '.join(unknown)}")
+    pol = _policy(policy)
+    if max_age is not None:
+        pol.max_diagnosis_age_s = max_age
+    kube = _kube(kubeconfig, p.namespace)
+    actuator = Actuator(kube, ledger, pol, mode=mode, actor="cli")  # type: ignore[arg-type]
+    age = time.time() - p.created_at
+    only = set(approve) if mode == "approve" else None
+    actions = actuator.execute(p, approved=set(approve), diagnosis_age_s=age, only=only)
+    body = {"plan": p.id, "incident": p.incident, "age_s": round(age, 1),
+            "actions": [a.to_json() for a in actions if only is None or a.id in only or a.status == "blocked"]}
+    if as_json:
+        print_json(body)
+    else:
+        for a in actions:
+            if only is None or a.id in only:
+                console.print(f"  {a.id} {a.kind} {a.target.ref()}: {a.status} — {a.result}")
+    if any(a.status == "failed" for a in actions):
+        raise typer.Exit(1)
