@@ -31,7 +31,7 @@ def _run(logs: str | None, restarts: bool) -> Autopilot:
 def test_crash_loop_with_a_config_error_names_both() -> None:
     d = _run(MAX_MODEL_LEN, restarts=True).step()
     assert d.incident == "unknown" and d.confidence <= 0.5 and d.pages
-    assert "1 of 1 pods down" in d.summary, d.summary
+    assert "0 pod(s) serving" in d.summary, d.summary
     assert f"1 pod(s) crash-looping ({POD.name})" in d.summary, d.summary
     assert "the log says: User-specified max_model_len (100000)" in d.summary, d.summary
     assert d.scope_pods == (POD.name,)

@@ -50,6 +50,11 @@ DIAGNOSIS = Diagnosis(
     root_cause="Load surge: arrivals ×1.9 with an unchanged prompt mix exceed the fleet's KV capacity.",
     runbook="kv-capacity",
     title="KV-cache capacity exhausted",
+    severity="page",
+    extra={"symptoms": [{"signal": "ttft_p99", "value": 3.1, "baseline": 0.21, "slo": 2.0, "red": True},
+                        {"signal": "itl_p99", "value": 0.031, "baseline": 0.03, "slo": None, "red": False}],
+           "runner_up": {"incident": "long-context-starvation", "confidence": 0.1,
+                         "separate_by": "prompt length ×1.0 vs baseline (not met: `prompt_shift >= 3`)"}},
 )
 
 

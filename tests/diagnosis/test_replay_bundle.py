@@ -65,3 +65,42 @@ def test_nothing_answering_is_an_error_not_healthy() -> None:
                                    "--interval", "0.2", "--samples", "2", "--json"])
     assert res.exit_code == 3, res.output
     assert "no vLLM target is up" in res.output
+
+
+def test_incident_lasting_most_of_the_bundle_is_still_named_at_its_end(tmp_path: Path) -> None:
+    """The onset at 20 % of the bundle: the incident is 80 % of what is replayed, longer than the autopilot's
+    history, and must not become its own baseline (the baseline stays frozen at the change while TTFT is red)."""
+    _, fault = scenario("long-context-starvation", 2)
+    assert fault is not None
+    until = fault.at / 0.2
+    out = tmp_path / "bundle"
+    _capture("long-context-starvation", 2, out, until)
+    res = CliRunner().invoke(app, ["diagnose", "--replay", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.output)
+    assert body["incident"] == "long-context-starvation", body["summary"]
+    assert body["baseline"]["frozen_at"] < fault.at + 30, body.get("baseline")
+    ttft = next(s for s in body["symptoms"] if s["signal"] == "ttft_p99")
+    assert ttft["red"] and ttft["value"] >= 3 * ttft["baseline"], ttft
+    # The story of the bundle: healthy, then the incident paged near onset.
+    assert body["timeline"][0]["incident"] == "healthy"
+    assert body["first_page"]["incident"] in ("long-context-starvation", "unknown")
+    assert fault.at <= body["first_page"]["t"] <= fault.at + 120, body["first_page"]
+    assert any(e["incident"] == "long-context-starvation" and e["severity"] == "page" for e in body["timeline"])
+
+
+def test_a_configured_slo_turns_the_symptom_red(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    _capture("healthy", 2, out, 240.0)
+    plain = json.loads(CliRunner().invoke(app, ["diagnose", "--replay", str(out), "--json"]).output)
+    ttft = next(s for s in plain["symptoms"] if s["signal"] == "ttft_p99")
+    assert not ttft["red"] and ttft["slo"] is None
+    # An SLO below what the fleet delivers: the symptom is red against the SLO, and the answer is not healthy.
+    strict = CliRunner().invoke(app, ["diagnose", "--replay", str(out), "--json",
+                                      "--slo-ttft-p99", str(ttft["value"] / 4)])
+    body = json.loads(strict.output)
+    ttft = next(s for s in body["symptoms"] if s["signal"] == "ttft_p99")
+    assert ttft["red"] is True and ttft["slo"] is not None and ttft["slo"] < ttft["value"]
+    assert body["incident"] != "healthy" or body["confidence"] < 0.5, body["summary"]
+    bad = CliRunner().invoke(app, ["diagnose", "--replay", str(out), "--slo-ttft-p99", "0"])
+    assert bad.exit_code == 2 and "must be positive" in bad.output

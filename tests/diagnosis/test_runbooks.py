@@ -79,3 +79,14 @@ def test_cli_lint_and_show(tmp_path: Path) -> None:
     res = runner.invoke(app, ["runbooks", "lint", str(tmp_path)])
     assert res.exit_code == 1
     assert "b.yaml:1" in res.output
+
+
+def test_the_user_written_runbook_in_the_docs_lints_clean_and_loads(tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "runbooks.md").read_text(encoding="utf-8")
+    section = doc.split("## A runbook of your own", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "pod-outlier.yaml").write_text(example, encoding="utf-8")
+    assert lint([tmp_path], known_feature_names()) == []
+    reg = load_registry([tmp_path])
+    rb = reg.get("pod-outlier")
+    assert rb is not None and rb.min_fit == 0.75 and rb.signature[1].required is False

@@ -3,7 +3,16 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
-from llm_oncall.drills.generator import BLOCK, CLASSES, CONFOUNDERS, HEALTHY, class_of, generate, generate_one
+from llm_oncall.drills.generator import (
+    BLOCK,
+    CLASSES,
+    CONFOUNDERS,
+    HEALTHY,
+    SHAPES,
+    class_of,
+    generate,
+    generate_one,
+)
 from llm_oncall.sim import INCIDENTS, Fleet, FleetConfig
 
 
@@ -47,7 +56,7 @@ def test_twenty_scenarios_cover_all_classes_with_healthy_share() -> None:
 
 
 def test_parameter_ranges_and_variety() -> None:
-    scenarios = generate(400, 11)
+    scenarios = generate(400, 11, shapes=False)
     pods = [s.cfg.pods for s in scenarios]
     assert min(pods) >= 4 and max(pods) <= 64
     assert sum(p <= 6 for p in pods) / len(pods) >= 0.75  # mostly small fleets, for speed
@@ -90,3 +99,24 @@ def test_scenarios_build_fleets() -> None:
         fleet = Fleet(s.cfg, seed=s.seed, fault=s.fault)
         assert len(fleet.targets()) == s.cfg.pods
         assert fleet.ground_truth.onset is None  # nothing happened yet at t=0
+
+
+def test_new_shapes_are_in_the_suite_and_leave_the_first_suite_alone() -> None:
+    shaped = generate(400, 11)
+    first = generate(400, 11, shapes=False)
+    assert {s.shape for s in shaped} - {None} == set(SHAPES)
+    for a, b in zip(shaped, first, strict=True):
+        assert a.incident == b.incident
+        if a.shape is None:
+            assert a.to_json() == b.to_json() and a.cfg == b.cfg and a.fault == b.fault
+    small = [s for s in shaped if s.shape == "small-fleet"]
+    assert all(1 <= s.cfg.pods <= 3 and 0.5 <= s.cfg.rate_per_pod <= 5.0 for s in small)
+    assert any(s.cfg.pods == 1 for s in small) and any(s.incident == HEALTHY for s in small)
+    # a small server is slower per step (a bigger model), so its load sits as close to capacity as before
+    assert all(s.cfg.step.base_s > first[s.index].cfg.step.base_s for s in small)
+    tight = [s for s in shaped if s.shape == "preempt-first"]
+    assert tight and all(s.incident == "kv-capacity" and s.cfg.engine.num_gpu_blocks < 27_000 * 0.5 for s in tight)
+    partial = [s for s in shaped if s.shape == "partial-hit-drop"]
+    assert {s.fault.params["variant"] for s in partial if s.fault} == {"router", "unique-prefix"}
+    assert all(s.incident == HEALTHY for s in shaped if s.shape in ("ramp", "cold-start"))
+    assert any(s.flap > 0 for s in shaped if s.shape == "flapping-target")

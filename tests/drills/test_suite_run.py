@@ -20,7 +20,8 @@ from llm_oncall.drills.suite import run_soak, soak_cli, suite_cli
 FLOOR_FILE = Path(__file__).with_name("accuracy_floor.json")
 DESIGN_KEYS = {"scenarios": int, "accuracy": float, "mttd_median_intervals": (float, type(None)),
                "mttd_p95_intervals": (float, type(None)), "false_pages_per_hour": float, "confusion": dict,
-               "per_class": dict, "failures": list, "wall_seconds": float}
+               "per_class": dict, "failures": list, "wall_seconds": float, "calibration": list,
+               "brier": (float, type(None)), "abstained": int, "by_shape": dict}
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("drill-suite")]
 
@@ -69,6 +70,12 @@ def test_accuracy_gate(gate: dict[str, Any]) -> None:
         f"(recorded {floor['measured_accuracy']:.3f}); wrong: {', '.join(wrong)}")
     if gate["mttd_p95_intervals"] is not None:
         assert gate["mttd_p95_intervals"] <= floor["mttd_p95_intervals_ceiling"]
+    paged = [f"#{f['index']} {f['injected']}: {f['false_pages']}" for f in gate["failures"] if f["false_pages"]]
+    assert gate["false_pages"] <= floor["false_pages_ceiling"], paged
+    # Stated confidence is honest where there is enough to judge: within 10 points of the observed accuracy.
+    for row in gate["calibration"]:
+        if row["judged"]:
+            assert abs(row["gap"]) <= 0.10, row
 
 
 def test_short_soak_scores_every_page_as_false() -> None:

@@ -38,7 +38,8 @@ def test_register_plugin_and_strongest_wins(clean_registry: None) -> None:
     def mine(text: str, name: str) -> Finding | None:
         if "MAGIC" not in text:
             return None
-        return Finding(name, "magic", False, "pod-outlier", 0.99, {"n": 1}, (1,))
+        # The file is classified by its most severe finding, then confidence: a plugin says how severe.
+        return Finding(name, "magic", False, "pod-outlier", 0.99, {"n": 1}, (1,), severity="critical")
 
     cl.register("mine", mine)
     f = cl.classify_text("MAGIC\nNVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n", "f")
@@ -108,16 +109,17 @@ def test_finding_rejects_unknown_incident_and_clamps_confidence() -> None:
     assert Finding("f", "k", True, None, -1.0).confidence == 0.0
 
 
-def test_xid_table_covers_the_reference_codes() -> None:
+def test_xid_catalogue_covers_the_reference_codes() -> None:
     reference = {8, 13, 31, 32, 38, 43, 44, 45, 46, 48, 56, 61, 62, 63, 64, 74, 79, 92, 94, 95, 109, 110}
     reference |= {119, 120, 121, 136, 140, 143, 144, 145, 149, 154, 155}
-    assert reference <= set(xid.XID_TABLE)
-    for info in xid.XID_TABLE.values():
+    assert reference <= set(xid.catalog())
+    for code in xid.catalog():
+        info = xid.info(code)
         assert info.incident is None or info.incident in INCIDENT_IDS
         assert info.severity in xid.SEVERITY_RANK
     for code in (48, 63, 64, 92, 94, 95):
-        assert xid.info(code).incident == "gpu-ecc"
+        assert xid.info(code).incident == "gpu-ecc" and xid.info(code).category == "gpu-memory"
     for code in (74, 144, 145, 149, 155):
-        assert xid.info(code).incident == "engine-hang"
-    assert xid.info(79).scope == "node"
-    assert xid.info(999).meaning == "unlisted Xid"
+        assert xid.info(code).incident == "engine-hang" and xid.info(code).category == "nvlink"
+    assert xid.info(79).category == "gpu-hardware" and xid.info(79).scope == "node"
+    assert xid.info(999).meaning == "unlisted Xid" and xid.info(999).category == "unknown"

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from llm_oncall.evidence import crashloop, dcgm_health, nccl, nvidia_smi, pyspy, vllm_log, xid
+from llm_oncall.evidence import crashloop, dcgm_health, matcher, nccl, nvidia_smi, pyspy, stats
+from llm_oncall.evidence.model import Finding, strongest
+
+
+def signatures(text: str) -> Finding | None:
+    """The catalogue's strongest finding (Xid lines, vLLM/SGLang log lines are signatures now)."""
+    return strongest(matcher.findings(text, "t"))
 
 
 def test_nccl_old_pytorch_format_without_numel() -> None:
@@ -83,9 +89,9 @@ def test_nvlink_small_counts_are_weak() -> None:
 
 
 def test_xid_unlisted_code_and_old_format_without_pid() -> None:
-    f = xid.parse("NVRM: Xid (PCI:0000:3b:00): 999, something new\n", "k")
-    assert f is not None and f.kind == "xid_999" and f.incident_hint is None
-    g = xid.parse("kernel: NVRM: Xid (PCI:0000:3b:00): 95, Uncontained: FBHUB. RST: Yes, D-RST: No\n", "k")
+    f = signatures("NVRM: Xid (PCI:0000:3b:00): 999, something new\n")
+    assert f is not None and f.kind == "xid_999" and f.incident_hint is None and f.category == "unknown"
+    g = signatures("kernel: NVRM: Xid (PCI:0000:3b:00): 95, Uncontained: FBHUB. RST: Yes, D-RST: No\n")
     assert g is not None and g.incident_hint == "gpu-ecc" and g.facts["worst"]["severity"] == "critical"
 
 
@@ -94,7 +100,7 @@ def test_xid_app_faults_plus_a_hardware_code_is_not_benign() -> None:
         "NVRM: Xid (PCI:0000:65:00): 13, pid=1, name=python3, Graphics SM Warp Exception\n"
         "NVRM: Xid (PCI:0000:65:00): 92, pid=1, name=python3, High single-bit ECC error rate\n"
     )
-    f = xid.parse(text, "k")
+    f = signatures(text)
     assert f is not None and not f.benign and f.incident_hint == "gpu-ecc"
 
 
@@ -113,9 +119,9 @@ def test_vllm_capture_oom_suggests_memory_knobs() -> None:
         "Capturing CUDA graph shapes:  10%|█         | 7/67 [00:01<00:10,  5.5it/s]\n"
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
     )
-    f = vllm_log.parse(text, "v")
+    f = signatures(text)
     assert f is not None and f.kind == "cuda_graph_capture_error"
-    assert f.facts["out_of_memory"] is True and "gpu-memory-utilization" in str(f.facts["also_try"])
+    assert "memory" in str(f.facts["error"]).lower() and "gpu-memory-utilization" in str(f.facts["fix"])
 
 
 def test_vllm_error_after_capture_is_not_a_capture_error() -> None:
@@ -124,7 +130,7 @@ def test_vllm_error_after_capture_is_not_a_capture_error() -> None:
         + "INFO routine\n" * 200
         + "RuntimeError: CUDA error: an illegal memory access was encountered\n"
     )
-    f = vllm_log.parse(text, "v")
+    f = signatures(text)
     assert f is None or f.kind != "cuda_graph_capture_error"
 
 
@@ -134,7 +140,7 @@ def test_vllm_kv_pressure_from_stats() -> None:
         "Avg generation throughput: 400.0 tokens/s, Running: 250 reqs, Waiting: 40 reqs, "
         "GPU KV cache usage: 97.5%, Prefix cache hit rate: 12.0%\n"
     )
-    f = vllm_log.parse(line * 3, "v")
+    f = stats.parse(line * 3, "v")
     assert f is not None and f.kind == "vllm_stats_kv_pressure" and f.incident_hint == "kv-capacity"
 
 

@@ -72,3 +72,38 @@ def bench_drill(
     console.print(f"{scenarios} scenarios: {result['scenarios_per_minute']:.1f}/min on {result['workers']} workers, "
                   f"{result['single_worker_scenarios_per_minute']:.1f}/min on one (speed-up "
                   f"{result['speedup']:.2f}×)")
+
+
+@app.command("evidence")
+def bench_evidence(
+    corpus_dir: Annotated[Path | None, typer.Option("--corpus", help="Corpus directory (manifest.yaml per folder); "
+                                                    "default: the repository's tests/evidence/real.")] = None,
+    repeat: Annotated[int, typer.Option(help="Passes over the corpus for the files/s figure.", min=1)] = 1,
+    misses: Annotated[bool, typer.Option("--misses", help="List the samples classified wrongly.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evidence classifier on real samples: per-class precision and recall, files per second."""
+    from llm_oncall.drills import bench_evidence as be
+    from llm_oncall.evidence.corpus import CorpusError
+
+    root = corpus_dir or be.default_corpus()
+    if root is None:
+        raise fail("no corpus: run from the repository (tests/evidence/real) or pass --corpus DIR")
+    if not root.is_dir():
+        raise fail(f"no such corpus directory: {root}")
+    try:
+        result = be.run(root, repeat)
+    except CorpusError as exc:
+        raise fail(str(exc)) from exc
+    table = result.pop("table")
+    if as_json:
+        print_json(result)
+        return
+    console.print(f"corpus: {result['corpus']}: {result['samples']} samples ({result['benign_samples']} benign)")
+    console.print(table, markup=False, highlight=False)
+    console.print(f"accuracy {result['accuracy']:.3f}; unknown answers: {result['unknown_predictions']}; "
+                  f"{result['files_per_s']:.0f} files/s")
+    if misses:
+        for m in result["misses"]:
+            console.print(f"  {m['expected']} → {m['predicted']} ({m['kind']}, {m['confidence']:.2f}): {m['file']}",
+                          markup=False, highlight=False, soft_wrap=True)

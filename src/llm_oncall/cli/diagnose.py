@@ -24,6 +24,7 @@ from llm_oncall.cli.common import (
 )
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.diagnosis.features import Slo
 from llm_oncall.diagnosis.report import report
 from llm_oncall.evidence.classify import classify_file
 from llm_oncall.signals.bundle import BundleError, BundleWriter, ReplaySource
@@ -79,13 +80,29 @@ def _live(pilot: Autopilot, targets: list[Target], interval: float, samples: int
     return diagnosis
 
 
-def _replay(pilot: Autopilot, batch: Batch) -> Diagnosis | None:
-    """Feed a whole recorded history, diagnosing at every scrape time as the live loop would."""
+def _replay(pilot: Autopilot, batch: Batch, story: list[Diagnosis] | None = None) -> Diagnosis | None:
+    """Feed a whole recorded history, diagnosing at every scrape time as the live loop would; every diagnosis
+    goes to ``story`` when given."""
     pilot.observe(batch)
     diagnosis: Diagnosis | None = None
     for t in pilot.store.times()[1:]:
         diagnosis = pilot.step(at=t)
+        if story is not None:
+            story.append(diagnosis)
     return diagnosis
+
+
+def story_json(story: list[Diagnosis]) -> dict[str, Any]:
+    """The bundle's story: every change of diagnosis (incident or severity) with its time, and the first page."""
+    timeline: list[dict[str, Any]] = []
+    for d in story:
+        severity = d.severity if d.incident != "healthy" else "none"
+        if not timeline or (timeline[-1]["incident"], timeline[-1]["severity"]) != (d.incident, severity):
+            timeline.append({"t": d.t, "incident": d.incident, "severity": severity,
+                             "confidence": round(d.confidence, 3)})
+    page = next((d for d in story if d.pages), None)
+    first_page = {"incident": page.incident, "t": page.t, "confidence": round(page.confidence, 3)} if page else None
+    return {"first_page": first_page, "timeline": timeline}
 
 
 def diagnose(
@@ -101,6 +118,9 @@ def diagnose(
     window: Annotated[float | None, typer.Option(help="Window in seconds for rates and quantiles.")] = None,
     runbooks: RunbooksOpt = [],  # noqa: B006
     lang: LangOpt = "en",
+    slo_ttft: Annotated[float | None, typer.Option("--slo-ttft-p99", help="TTFT p99 SLO in seconds.")] = None,
+    slo_itl: Annotated[float | None, typer.Option("--slo-itl-p99", help="ITL p99 SLO in seconds.")] = None,
+    slo_errors: Annotated[float | None, typer.Option("--slo-error-share", help="Error share SLO (0.05 = 5 %).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Read the fleet (live, through Prometheus, or from a capture) and say what is wrong."""
@@ -109,23 +129,28 @@ def diagnose(
         raise fail("give exactly one of --target/--targets-file, --prometheus or --replay")
     if interval <= 0:
         raise fail("--interval must be positive")
+    for name, value in (("--slo-ttft-p99", slo_ttft), ("--slo-itl-p99", slo_itl), ("--slo-error-share", slo_errors)):
+        if value is not None and not value > 0:
+            raise fail(f"{name} must be positive")
+    slo = Slo(slo_ttft, slo_itl, slo_errors)
     registry = common.registry(runbooks)
     for f in logs:
         if not f.is_file():
             raise fail(f"--logs {f}: no such file")
+    story: list[Diagnosis] = []
     try:
         if replay is not None:
             rs = ReplaySource(replay)
-            pilot = Autopilot(rs.interval_s, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
+            pilot = Autopilot(rs.interval_s, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT, slo=slo)
             pilot.add_findings([classify_file(f) for f in logs])
-            diagnosis = _replay(pilot, rs.collect())
+            diagnosis = _replay(pilot, rs.collect(), story)
         elif prometheus is not None:
             ps = PrometheusSource(prometheus, selector, window_s=max(window or 0, 40 * interval), step_s=interval)
-            pilot = Autopilot(interval, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT)
+            pilot = Autopilot(interval, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT, slo=slo)
             pilot.add_findings([classify_file(f) for f in logs])
-            diagnosis = _replay(pilot, ps.collect())
+            diagnosis = _replay(pilot, ps.collect(), story)
         else:
-            pilot = Autopilot(interval, registry, lang, window)
+            pilot = Autopilot(interval, registry, lang, window, slo=slo)
             pilot.add_findings([classify_file(f) for f in logs])
             diagnosis = _live(pilot, _targets(target, dcgm, targets_file), interval, samples, None)
     except (BundleError, PrometheusError, ValueError) as exc:
@@ -143,10 +168,17 @@ def diagnose(
     if as_json:
         body: dict[str, Any] = diagnosis.to_json() if diagnosis else {"incident": "unknown", "confidence": 0.0,
                                                                    "summary": "not enough scrapes to diagnose"}
+        if replay is not None or prometheus is not None:
+            body.update(story_json(story))
         body["snapshot"] = snap.to_json()
         print_json(body)
         return
     console.print(snapshot_table(snap))
+    if story:
+        told = story_json(story)
+        if len(told["timeline"]) > 1 or told["first_page"]:
+            console.print("timeline: " + " → ".join(f"t={e['t']:g}s {e['incident']} ({e['severity']})"
+                                                     for e in told["timeline"]), soft_wrap=True)
     if diagnosis is not None:
         console.print(report(diagnosis, lang))
     else:

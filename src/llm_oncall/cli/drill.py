@@ -19,6 +19,8 @@ def drill(
     act: Annotated[bool, typer.Option("--act", help="Also plan, guard (auto mode, drill policy), execute the "
                                                     "emergency fix on the simulator's Kubernetes API and verify "
                                                     "recovery.")] = False,
+    first_suite_shapes: Annotated[bool, typer.Option(
+        "--first-suite-shapes", help="With --suite: only the first suite's scenario shapes (to compare).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """The main job: inject incidents into a simulated fleet and score the autopilot."""
@@ -31,7 +33,7 @@ def drill(
         if soak is not None:
             suite_mod.soak_cli(soak, seed, as_json, console)
         else:
-            suite_mod.suite_cli(suite or 0, seed, workers, as_json, console)
+            suite_mod.suite_cli(suite or 0, seed, workers, as_json, console, shapes=not first_suite_shapes)
         return
     known = (*runner.DRILL_INCIDENTS, "pod-outlier", "healthy")
     chosen = list(incidents or runner.DRILL_INCIDENTS)

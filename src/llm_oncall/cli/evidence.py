@@ -10,11 +10,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from llm_oncall.evidence.classify import classify_file
+from llm_oncall.evidence import catalog
+from llm_oncall.evidence.catalog import CatalogError
+from llm_oncall.evidence.classify import classify_file, reset_signatures, use_signatures
 from llm_oncall.evidence.model import Finding
 
 app = typer.Typer(
-    help="Classify logs and node command output (NCCL, Xid, ECC, NVLink, py-spy, vLLM, kubectl).",
+    help="Classify logs, node command output and sampled model outputs (NCCL, Xid, ECC, NVLink, DCGM, py-spy, "
+    "vLLM, SGLang, kubectl, completions).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -47,6 +50,10 @@ _KEY_FACTS = (
     "area",
     "overall",
     "last_stats",
+    "garbage_rate",
+    "reasons",
+    "worst_revision",
+    "first",
 )
 
 
@@ -63,10 +70,24 @@ def key_facts(f: Finding, n: int = 4) -> str:
     return "\n".join(f"{k}={_short(f.facts[k])}" for k in picked)
 
 
+def _lines(f: Finding, n: int = 6) -> str:
+    shown = ",".join(str(x) for x in f.lines[:n])
+    return shown + ("…" if len(f.lines) > n else "")
+
+
+def other_findings(f: Finding, n: int = 4) -> str:
+    """The file's other findings, most severe first: kind, severity and where."""
+    rest = [x for x in f.findings if x is not f and (x.kind, x.lines) != (f.kind, f.lines)]
+    out = [f"{x.kind} ({x.severity}{', lines ' + _lines(x) if x.lines else ''})" for x in rest[:n]]
+    if len(rest) > n:
+        out.append(f"… {len(rest) - n} more")
+    return "\n".join(out)
+
+
 def render_table(findings: list[Finding]) -> Table:
     table = Table(title="evidence", show_lines=True)
     # Ids (kind, hint) never wrap, so they stay greppable in a narrow terminal; the rest folds.
-    for col in ("file", "kind", "benign", "hint", "confidence", "key facts"):
+    for col in ("file", "kind", "benign", "hint", "confidence", "lines", "key facts", "also found"):
         table.add_column(col, overflow="fold", no_wrap=col in ("kind", "hint"))
     for f in findings:
         table.add_row(
@@ -75,7 +96,9 @@ def render_table(findings: list[Finding]) -> Table:
             "yes" if f.benign else "[bold red]no[/bold red]",
             f.incident_hint or "-",
             f"{f.confidence:.2f}",
+            _lines(f) or "-",
             key_facts(f),
+            other_findings(f),
         )
     return table
 
@@ -85,26 +108,72 @@ def _group() -> None:
     """Evidence from logs and node command output."""
 
 
+SignaturesOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--signatures", help="Directory (or file) of signature YAML that adds or overrides (same id)."),
+]
+
+
 @app.command()
 def classify(
-    files: Annotated[list[Path], typer.Argument(help="Log or command-output files.", show_default=False)],
+    files: Annotated[list[Path], typer.Argument(help="Log, command-output or sampled-output files.",
+                                                show_default=False)],
+    signatures: SignaturesOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Machine-readable output: a list, one object per file.")
     ] = False,
 ) -> None:
-    """Say what each file shows: kind, benign or not, incident hint, confidence and the facts behind it."""
+    """Say what each file shows: kind, benign or not, incident hint, confidence and the facts behind it, and
+    every finding of the file with its line numbers (the file is classified by the most severe)."""
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
         _err.print(f"[red]error:[/red] no such file: {', '.join(missing)}")
         raise typer.Exit(2)
-    findings: list[Finding] = []
-    for p in files:
+    if signatures:
         try:
-            findings.append(classify_file(p))
-        except OSError as exc:
-            _err.print(f"[red]error:[/red] cannot read {p}: {exc.strerror or exc}")
+            use_signatures(signatures)
+        except CatalogError as exc:
+            _err.print(f"error: invalid signatures: {exc}", markup=False, highlight=False)
             raise typer.Exit(2) from exc
+    findings: list[Finding] = []
+    try:
+        for p in files:
+            try:
+                findings.append(classify_file(p))
+            except OSError as exc:
+                _err.print(f"[red]error:[/red] cannot read {p}: {exc.strerror or exc}")
+                raise typer.Exit(2) from exc
+    finally:
+        if signatures:
+            reset_signatures()
     if as_json:
         typer.echo(json.dumps([f.to_json() for f in findings], indent=2, default=str))
     else:
         _console.print(render_table(findings))
+
+
+signatures_app = typer.Typer(help="The line-signature catalogue.", no_args_is_help=True)
+app.add_typer(signatures_app, name="signatures")
+
+
+@signatures_app.command("check")
+def signatures_check(
+    dirs: Annotated[list[Path] | None, typer.Argument(help="Signature directories or files to add (default: only "
+                                                      "the built-in catalogue).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Validate signatures (schema, references) and run their examples: exit 0 when every example behaves."""
+    try:
+        sigs = catalog.load(dirs or [])
+    except CatalogError as exc:
+        _err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+    problems = catalog.check(sigs)
+    if as_json:
+        typer.echo(json.dumps({"signatures": len(sigs), "problems": problems}, indent=2))
+    else:
+        for p in problems:
+            _console.print(p, markup=False, highlight=False)
+        _console.print(f"{len(sigs)} signatures, {len(problems)} problem(s)")
+    if problems:
+        raise typer.Exit(1)

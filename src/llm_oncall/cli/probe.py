@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from llm_oncall.evidence.outputs import is_garbage
 from llm_oncall.probe.golden import (
     DEFAULT_MAX_TOKENS,
     GoldenProber,
@@ -187,7 +188,7 @@ def golden(
         except ValueError as exc:
             _err(str(exc))
             raise typer.Exit(2) from None
-    prober = GoldenProber(references, max_tokens=max_tokens)
+    prober = GoldenProber(references, max_tokens=max_tokens, garbage=is_garbage)
     answers: list[tuple[str, str, str]] = []
     stop = threading.Event()
     exporter = _serve_metrics(prober, listen) if listen else None

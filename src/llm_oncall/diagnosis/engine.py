@@ -366,6 +366,11 @@ def _frozen_note(feats: Features, extra: dict[str, Any]) -> None:
 
 
 def _symptom_persisted(history: Sequence[Features], n: int = 2) -> bool:
+    """Red for ``n`` scrapes; 3 when only availability is red: a pod that stops answering for a scrape or two is
+    often leaving (a scale-down or rollout whose target has not left discovery yet)."""
+    only_availability = all(history[-1].get(k) is not True for k in (
+        "symptom_ttft", "symptom_itl", "symptom_errors", "symptom_throughput"))
+    n = max(n, 3) if only_availability else n
     return len(history) >= n and all(f.get("symptom") is True for f in history[-n:])
 
 

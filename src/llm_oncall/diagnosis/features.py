@@ -69,6 +69,7 @@ SOURCES: dict[str, str] = {
     "itl_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket[1m])))",
     "n_stalled": "pods with requests and a flat vllm:iteration_tokens_total_count for ≥ 2 scrapes",
     "n_restarted": "process_start_time_seconds changes / counter resets / kube restarts",
+    "restarts_since_change": "pods restarted since the symptom's change point (the baseline freeze)",
     "retry_share": "sum(rate(gateway_retries_total)) / sum(rate(gateway_requests_total))",
     "bad_rev_quality": "gateway format/repetition/control-char share of the worst revision",
     "bad_rev_thumbs_down": "gateway_feedback_total{rating=\"down\"} share of the worst revision",
@@ -170,6 +171,8 @@ ITL_SYMPTOM_RATIO = 2.0
 """Inter-token latency at 2×: every token of every stream is twice as slow, which users see as a stutter."""
 ERROR_SYMPTOM_SHARE = 0.05
 """5 % of requests failing is red unless an SLO says otherwise."""
+P99_MIN_REQUESTS = 100.0
+"""Requests a window needs before its TTFT p99 is more than the largest of a handful of samples."""
 THROUGHPUT_SYMPTOM_RATIO = 0.5
 """Successes at half their baseline while demand has not fallen."""
 
@@ -201,6 +204,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["pods_total"] = float(f.pods_total)
     v["pods_up"] = float(f.pods_up)
     v["pods_down"] = float(f.pods_total - f.pods_up)
+    v["pods_up_baseline"] = _median(float(s.fleet.pods_up) for s in base)
     v["waiting"] = f.waiting
     v["running"] = f.running
     v["waiting_per_pod"] = f.waiting / len(up) if f.waiting is not None and up else None
@@ -278,6 +282,15 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["ttft_p99"] = f.ttft_p99
     v["ttft_p99_baseline"] = _median(s.fleet.ttft_p99 for s in base)
     v["ttft_ratio"] = _ratio(f.ttft_p99, v["ttft_p99_baseline"])
+    # A p99 over a few dozen requests is their maximum, and the ratio of two maxima swings ×3 on a healthy pod
+    # at 1 req/s (so does a median read off coarse buckets): with fewer than P99_MIN_REQUESTS in the window the
+    # symptom needs the median and the p99 to agree (a real slowdown moves both).
+    v["ttft_p50_ratio"] = _ratio(f.ttft_p50, _median(s.fleet.ttft_p50 for s in base))
+    n, p99r, p50r = v["window_requests"], v["ttft_ratio"], v["ttft_p50_ratio"]
+    if isinstance(n, float) and n >= P99_MIN_REQUESTS:
+        v["ttft_symptom_ratio"] = p99r
+    else:
+        v["ttft_symptom_ratio"] = min(p99r, p50r) if isinstance(p99r, float) and isinstance(p50r, float) else p99r
     v["itl_p99"] = f.itl_p99
     v["itl_p99_baseline"] = _median(s.fleet.itl_p99 for s in base)
     v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])
@@ -306,8 +319,14 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
         if e.kind == "restart" and snap.t - e.t <= 4 * interval_s + 1e-6:
             restarted.add(restarted_pod(e))
     restarted.discard("")
-    pod_sets["restarted"] = tuple(sorted(restarted))
     v["n_restarted"] = float(len(restarted))
+    # Since the change the baseline was frozen at: the trigger of a cascade stays its trigger after it came back.
+    since_change = set()
+    if baseline is not None and base:
+        since_change = {restarted_pod(e) for e in snap.events
+                        if e.kind == "restart" and e.t >= base[-1].t - interval_s} - {""}
+    v["restarts_since_change"] = float(len(since_change)) if baseline is not None else None
+    pod_sets["restarted"] = tuple(sorted(restarted | since_change))
     down = [p for p in snap.pods if not p.up]
     ever_restarted = {restarted_pod(e) for e in snap.events if e.kind == "restart"}
     crashloop = tuple(p.name for p in down if p.name in ever_restarted)
@@ -422,7 +441,7 @@ def _symptoms(v: dict[str, Value], labels: dict[str, str], slo: Slo) -> None:
 
     v["ttft_slo"] = slo.ttft_p99_s
     v["itl_slo"] = slo.itl_p99_s
-    v["symptom_ttft"] = red(at_least("ttft_ratio", TTFT_SYMPTOM_RATIO), above("ttft_p99", slo.ttft_p99_s))
+    v["symptom_ttft"] = red(at_least("ttft_symptom_ratio", TTFT_SYMPTOM_RATIO), above("ttft_p99", slo.ttft_p99_s))
     v["symptom_itl"] = red(at_least("itl_ratio", ITL_SYMPTOM_RATIO), above("itl_p99", slo.itl_p99_s))
     v["symptom_errors"] = at_least("error_share", slo.error_share if slo.error_share is not None
                                    else ERROR_SYMPTOM_SHARE)
@@ -432,14 +451,19 @@ def _symptoms(v: dict[str, Value], labels: dict[str, str], slo: Slo) -> None:
             not isinstance(demand, float) or demand >= 0.8)
     else:
         v["symptom_throughput"] = None
+    # Availability: nothing serving, or pods down (still discovered, not answering) as many as half of those that
+    # served before. A pod still starting never served; a pod scaled down leaves discovery: neither counts.
     total, up = v.get("pods_total") or 0.0, v.get("pods_up") or 0.0
-    v["symptom_availability"] = (up == 0 or (total - up) / total >= 0.5) if isinstance(total, float) and total > 0 \
-        else None
+    up_before = v.get("pods_up_baseline")
+    lost = isinstance(up_before, float) and up_before > 0 and min(total - up, up_before - up) >= 0.5 * up_before
+    v["symptom_availability"] = (up == 0 or lost) if isinstance(total, float) and total > 0 else None
     names = ("symptom_ttft", "symptom_itl", "symptom_errors", "symptom_throughput", "symptom_availability")
     v["symptom"] = red(*(x if isinstance(x := v[n], bool) else None for n in names))
     said = []
     if v["symptom_ttft"]:
-        said.append(f"TTFT p99 {_x(v.get('ttft_ratio'))}" + _slo_note(v.get("ttft_p99"), slo.ttft_p99_s))
+        n = v.get("window_requests")
+        which = "p99" if isinstance(n, float) and n >= P99_MIN_REQUESTS else "p50 and p99"
+        said.append(f"TTFT {which} {_x(v.get('ttft_symptom_ratio'))}" + _slo_note(v.get("ttft_p99"), slo.ttft_p99_s))
     if v["symptom_itl"]:
         said.append(f"ITL p99 {_x(v.get('itl_ratio'))}" + _slo_note(v.get("itl_p99"), slo.itl_p99_s))
     if v["symptom_errors"]:
@@ -447,7 +471,8 @@ def _symptoms(v: dict[str, Value], labels: dict[str, str], slo: Slo) -> None:
     if v["symptom_throughput"]:
         said.append(f"successes {_x(v.get('success_ratio'))}")
     if v["symptom_availability"]:
-        said.append(f"{total - up:.0f} of {total:.0f} pods down")
+        before = f" of {up_before:.0f} before" if isinstance(up_before, float) else ""
+        said.append(f"{up:.0f} pod(s) serving{before}")
     if said:
         labels["symptoms"] = ", ".join(said)
 

@@ -26,8 +26,18 @@ def _fmt(v: object) -> str:
 def report(d: Diagnosis, lang: str = "en") -> RenderableType:
     what, where, why, ruled, now, later, cause, conf = _LABELS.get(lang, _LABELS["en"])
     style = "green" if d.incident == "healthy" else "bold red"
-    head = Text.assemble((f"{d.incident}", style), f"  {conf} {d.confidence:.0%}\n", (d.summary, "bold"))
+    severity = d.severity if d.incident != "healthy" else "none"
+    head = Text.assemble((f"{d.incident}", style), f"  {conf} {d.confidence:.0%}  {severity}\n", (d.summary, "bold"))
     parts: list[RenderableType] = [Panel(head, title=what, title_align="left")]
+    red = [s for s in d.extra.get("symptoms", []) if s.get("red")]
+    if red:
+        parts.append(Text("symptoms: " + "; ".join(
+            f"{s['signal']} {_fmt(s['value'])} (baseline {_fmt(s['baseline'])}"
+            + (f", SLO {_fmt(s['slo'])}" if s.get("slo") is not None else "") + ")" for s in red)))
+    runner = d.extra.get("runner_up")
+    if runner:
+        parts.append(Text(f"runner-up: {runner['incident']} ({runner['confidence']:.0%})"
+                          + (f" — would separate: {runner['separate_by']}" if runner.get("separate_by") else "")))
     scope = []
     if d.scope_pods:
         scope.append(f"pods: {', '.join(d.scope_pods)}")

@@ -18,6 +18,7 @@ from typing import Any
 from llm_oncall.sim import INCIDENTS, FaultSpec, FleetConfig, Spike
 from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.sim.clients import DEFAULT_CLIENTS
+from llm_oncall.sim.engine import StepModel
 
 HEALTHY = "healthy"
 CLASSES: tuple[str, ...] = (*INCIDENTS, HEALTHY)
@@ -34,6 +35,29 @@ ONSET_RANGE_S = (150.0, 330.0)
 """Onset after 10–22 scrape intervals of history."""
 
 
+SHAPES: tuple[str, ...] = ("small-fleet", "preempt-first", "partial-hit-drop", "ramp", "cold-start", "flapping-target")
+"""Shapes the first suite never had (the diagnosis was tuned on it): 1–3 pods at 0.5–5 req/s, surges that
+preempt before they queue, partial hit-rate drops with and without a change event, a healthy load that rises
+×1.5 over minutes, pods going from no traffic to normal, a scrape target that flaps while its pod is fine."""
+SHAPE_ODDS: dict[str, tuple[tuple[str, float], ...]] = {
+    HEALTHY: (("ramp", 0.15), ("cold-start", 0.12), ("flapping-target", 0.12), ("small-fleet", 0.15)),
+    "kv-capacity": (("small-fleet", 0.2), ("preempt-first", 0.3)),
+    "prefix-cache-drop": (("small-fleet", 0.2), ("partial-hit-drop", 0.35)),
+    "engine-hang": (("small-fleet", 0.15),),
+    "gpu-ecc": (("small-fleet", 0.15),),
+    "retry-storm": (("small-fleet", 0.15),),
+}
+FLAP_ODDS = 0.08
+"""Any scenario without another shape: one target's scrapes fail now and then while its pod is healthy."""
+REFERENCE_RATE = 7.0
+"""The default engine's load per pod in the first suite (capacity ≈ 12 req/s): small fleets scale theirs to it."""
+SMALL_HEADROOM = 1.4
+"""A small fleet gets this much more capacity relative to its load than the first suite's fleets: one pod has no
+peers to spread a burst over, and at 1 req/s the simulated traffic needs minutes to reach its steady rate (chat
+sessions ramp up), which a server sized to the first-suite utilisation cannot absorb. A surge on it is larger by
+the same factor, so that it is as visible."""
+
+
 @dataclass(frozen=True)
 class Scenario:
     index: int
@@ -44,6 +68,9 @@ class Scenario:
     fault: FaultSpec | None
     confounders: tuple[str, ...] = ()
     notes: dict[str, Any] = field(default_factory=dict)
+    shape: str | None = None
+    flap: float = 0.0
+    """Share of one target's scrapes that fail (the observer's fault, not the pod's)."""
 
     def describe(self) -> str:
         cfg = self.cfg
@@ -58,6 +85,8 @@ class Scenario:
                 parts.append(params)
         if self.confounders:
             parts.append("+" + "+".join(self.confounders))
+        if self.shape:
+            parts.append(f"shape {self.shape}")
         return "; ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
@@ -67,7 +96,7 @@ class Scenario:
             "group_size": cfg.group_size, "rate_per_pod": round(cfg.rate_per_pod, 3),
             "onset": self.fault.at if self.fault else None,
             "params": {k: _short(v) for k, v in (self.fault.params if self.fault else {}).items()},
-            "confounders": list(self.confounders), "notes": dict(self.notes),
+            "confounders": list(self.confounders), "notes": dict(self.notes), "shape": self.shape,
         }
 
 
@@ -183,15 +212,85 @@ def _confounder(rng: random.Random, kind: str, cfg: FleetConfig, around: float) 
     raise ValueError(f"unknown confounder {kind!r}")
 
 
-def _pick_confounders(rng: random.Random, incident: str) -> tuple[str, ...]:
+# Confounders a shape leaves out: ones that would overwrite the knob it set, and load swings a small server sized
+# to its load (1.7× headroom, as in the first suite) cannot absorb without a real, user-visible slowdown.
+_CLASHES: dict[str, frozenset[str]] = {"ramp": frozenset({"diurnal"}), "cold-start": frozenset({"spike"}),
+                                       "small-fleet": frozenset({"diurnal", "spike"})}
+
+
+def _pick_confounders(rng: random.Random, incident: str, shape: str | None = None) -> tuple[str, ...]:
     allowed = [c for c in CONFOUNDERS if not (c == "deploy" and incident in ROLLOUT_INCIDENTS)]
     # healthy: 1–2 confounders (10 % quiet runs); incidents: one confounder 40 % of the time
     quiet = rng.random()
     n = (0 if quiet < 0.1 else rng.choice((1, 1, 2))) if incident == HEALTHY else int(quiet < 0.4)
-    return tuple(sorted(rng.sample(allowed, n)))
+    picked = rng.sample(allowed, n)
+    return tuple(sorted(c for c in picked if c not in _CLASHES.get(shape or "", frozenset())))
 
 
-def generate_one(seed: int, index: int) -> Scenario:
+def _pick_shape(seed: int, index: int, incident: str) -> str | None:
+    # Its own random stream: with shapes off, every scenario is exactly the first suite's.
+    rng = _rng(seed, index, 0x5AFE)
+    u = rng.random()
+    for shape, odds in SHAPE_ODDS.get(incident, ()):
+        if u < odds:
+            return shape
+        u -= odds
+    return "flapping-target" if rng.random() < FLAP_ODDS else None
+
+
+def _slower_steps(rate: float) -> StepModel:
+    """A server whose steps are slower by REFERENCE_RATE / rate (a bigger model on the same GPU): its load is as
+    close to its capacity as in the first suite, so an incident is as visible on one pod at 1 req/s as on 64
+    pods at 7. By Little's law the concurrency, and so the KV usage, stays the same."""
+    k = REFERENCE_RATE / rate / SMALL_HEADROOM
+    m = StepModel()
+    # The per-step and per-token compute scale; the KV read per context token does not (the same attention over
+    # the same context), else a multi-turn chat's growing context alone slows a healthy server ×2 over minutes.
+    return dataclasses.replace(m, base_s=m.base_s * k, per_seq_s=m.per_seq_s * k,
+                               per_prefill_token_s=m.per_prefill_token_s * k)
+
+
+def _apply_shape(shape: str, rng: random.Random, incident: str, cfg: FleetConfig,
+                 params: dict[str, Any]) -> tuple[FleetConfig, dict[str, Any], float]:
+    flap = 0.0
+    if shape == "small-fleet":
+        pods = rng.randint(2, 3) if incident == "retry-storm" else rng.randint(1, 3)
+        rate = rng.uniform(0.5, 5.0)
+        cfg = dataclasses.replace(cfg, pods=pods, rate_per_pod=rate, group_size=1, step=_slower_steps(rate))
+        if "pod_index" in params:
+            params["pod_index"] = rng.randrange(pods)
+        if incident == "kv-capacity":
+            params["factor"] = params["factor"] * SMALL_HEADROOM
+        if incident == "prefix-cache-drop" and pods == 1:
+            params.clear()
+            params.update({"variant": "unique-prefix", "share": rng.uniform(0.6, 1.0)})
+    elif shape == "preempt-first":
+        # KV fills before the batch slots do: a surge preempts before anything queues.
+        e = cfg.engine
+        cfg = dataclasses.replace(cfg, engine=dataclasses.replace(e, num_gpu_blocks=round(e.num_gpu_blocks
+                                                                                          * rng.uniform(0.3, 0.4))))
+    elif shape == "partial-hit-drop":
+        params.clear()
+        if rng.random() < 0.5:
+            params.update({"variant": "unique-prefix", "share": rng.uniform(0.4, 0.75)})
+        else:
+            # A router flip on a fleet of 2–3: a session still lands on its own pod a third to half the time.
+            cfg = dataclasses.replace(cfg, pods=rng.randint(2, 3))
+            params.update({"variant": "router", "policy": rng.choice(ROUTER_POLICIES),
+                           "lag_s": rng.uniform(10.0, 60.0)})
+    elif shape == "ramp":
+        # Load rising ×1.5 smoothly over minutes: a trough at t≈200 s, the peak 300–350 s later.
+        period = rng.uniform(600.0, 700.0)
+        cfg = dataclasses.replace(cfg, diurnal_amplitude=0.2, diurnal_period_s=period,
+                                  diurnal_phase_s=0.75 * period - 200.0)
+    elif shape == "cold-start":
+        cfg = dataclasses.replace(cfg, spikes=(Spike(0.0, rng.uniform(150.0, 250.0), 0.0),))
+    elif shape == "flapping-target":
+        flap = rng.uniform(0.15, 0.35)
+    return cfg, params, flap
+
+
+def generate_one(seed: int, index: int, shapes: bool = True) -> Scenario:
     incident = class_of(seed, index)
     rng = _rng(seed, index)
     pods = _pods(rng)
@@ -204,18 +303,23 @@ def generate_one(seed: int, index: int) -> Scenario:
     if incident != HEALTHY:
         params, over = _fault_params(rng, incident, pods)
         cfg = dataclasses.replace(cfg, **over)
-    chosen = _pick_confounders(rng, incident)
+    shape = _pick_shape(seed, index, incident) if shapes else None
+    flap = 0.0
+    if shape is not None:
+        # Before the confounders: an HPA or a spike is sized to the fleet the shape makes.
+        cfg, params, flap = _apply_shape(shape, _rng(seed, index, 0x5A9E), incident, cfg, params)
+    chosen = _pick_confounders(rng, incident, shape)
     around = onset if incident != HEALTHY else 300.0
     for kind in chosen:
         cfg = dataclasses.replace(cfg, **_confounder(rng, kind, cfg, around))
     fault = FaultSpec(incident, onset, params) if incident != HEALTHY else None
-    return Scenario(index, incident, sim_seed, cfg, fault, chosen)
+    return Scenario(index, incident, sim_seed, cfg, fault, chosen, shape=shape, flap=flap)
 
 
-def generate(n: int, seed: int) -> list[Scenario]:
-    return [generate_one(seed, i) for i in range(n)]
+def generate(n: int, seed: int, shapes: bool = True) -> list[Scenario]:
+    return [generate_one(seed, i, shapes) for i in range(n)]
 
 
-def iter_scenarios(n: int, seed: int) -> Iterator[Scenario]:
+def iter_scenarios(n: int, seed: int, shapes: bool = True) -> Iterator[Scenario]:
     for i in range(n):
-        yield generate_one(seed, i)
+        yield generate_one(seed, i, shapes)

@@ -38,6 +38,12 @@ class DrillResult:
     truth_pods: tuple[str, ...] = ()
     false_pages: int = 0
     """Pages before onset (or anywhere in a healthy run)."""
+    early_warning: bool = False
+    """A `warn` of the injected incident before its first page (early detection, not a false page)."""
+    warnings: int = 0
+    """Evaluations at severity `warn` before onset or in a healthy run (not pages)."""
+    detected_unknown: bool = False
+    """An `unknown` page (a red symptom no runbook explained yet) came before the named diagnosis."""
     sim_seconds: float = 0.0
     final: str = "healthy"
     diagnosis: dict[str, Any] = field(default_factory=dict)
@@ -49,17 +55,19 @@ class DrillResult:
             "intervals_to_diagnosis": self.intervals_to_diagnosis,
             "evidence": list(self.evidence), "scope_pods": list(self.scope_pods),
             "truth_pods": list(self.truth_pods), "false_pages": self.false_pages,
-            "final": self.final, "sim_seconds": self.sim_seconds,
+            "final": self.final, "sim_seconds": self.sim_seconds, "early_warning": self.early_warning,
+            "warnings": self.warnings, "detected_unknown": self.detected_unknown,
+            "confidence": self.diagnosis.get("confidence"),
         }
 
 
 def run_one(incident: str, seed: int, cfg: FleetConfig | None = None, fault: FaultSpec | None = None,
             after_onset_s: float = AFTER_ONSET_S, interval_s: float = INTERVAL_S,
-            stop_on_page: bool = True) -> DrillResult:
+            stop_on_page: bool = True, flap: float = 0.0) -> DrillResult:
     if cfg is None:
         cfg, fault = scenario(incident, seed)
     fleet = Fleet(cfg, seed=seed, fault=fault)
-    source = SimSource(fleet, interval_s)
+    source = SimSource(fleet, interval_s, flap=flap)
     pilot = Autopilot(interval_s=interval_s)
     planned = fault.at if fault is not None else None
     end = (planned if planned is not None else 300.0) + after_onset_s
@@ -95,10 +103,16 @@ def score(expected: str, onset: float | None, truth_pods: tuple[str, ...],
     first_page: tuple[float, Diagnosis] | None = None
     first_unknown: tuple[float, Diagnosis] | None = None
     symptom_t: float | None = None
+    warnings = 0
+    warned_right = False
     for t, d, symptom in timeline:
         after = onset is not None and t >= onset
         if after and symptom and symptom_t is None:
             symptom_t = t
+        if d.severity == "warn" and d.incident != "healthy" and not d.pages:
+            warnings += 0 if after else 1
+            warned_right = warned_right or (d.incident == expected and first_page is None)
+            continue
         if not d.pages:
             continue
         if not after:
@@ -127,7 +141,8 @@ def score(expected: str, onset: float | None, truth_pods: tuple[str, ...],
         evidence=tuple(e.text for e in (shown.evidence if shown else ())[:3]),
         scope_pods=shown.scope_pods if shown else (), truth_pods=truth_pods, false_pages=false_pages,
         sim_seconds=timeline[-1][0] if timeline else 0.0, final=last.incident if last else "healthy",
-        diagnosis=shown.to_json() if shown else {},
+        diagnosis=shown.to_json() if shown else {}, early_warning=warned_right, warnings=warnings,
+        detected_unknown=first_unknown is not None and (first_page is None or first_unknown[0] <= first_page[0]),
     )
 
 

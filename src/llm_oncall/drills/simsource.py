@@ -6,6 +6,8 @@ through the same parser as live scraping.  Ground truth is not part of a Batch.
 
 from __future__ import annotations
 
+import random
+
 from llm_oncall.probe.golden import GoldenProber, probe_fleet, record_fleet
 from llm_oncall.signals.events import Event
 from llm_oncall.signals.source import Batch, Observation, Target, parse_for
@@ -14,10 +16,13 @@ from llm_oncall.sim import Fleet
 
 class SimSource:
     def __init__(self, fleet: Fleet, interval_s: float = 15.0, keep_text: bool = False,
-                 cluster_events: bool = True, golden_prober: bool = True) -> None:
+                 cluster_events: bool = True, golden_prober: bool = True, flap: float = 0.0) -> None:
         """`cluster_events=False` hides the event feed, as through a Prometheus that only has
-        kube-state-metrics: changes are then derived from its series."""
+        kube-state-metrics: changes are then derived from its series.  `flap`: the share of the first
+        target's scrapes that time out while its pod is healthy (a flaky network path or a slow exporter)."""
         self.fleet = fleet
+        self.flap = flap
+        self._flap_rng = random.Random(fleet.seed * 31 + 7)  # noqa: S311 - simulation, not cryptography
         self.cluster_events = cluster_events
         self.golden_prober = golden_prober
         # A golden-prompt prober next to the fleet, as an operator would run one: references are
@@ -37,8 +42,11 @@ class SimSource:
         fleet.advance(fleet.now + self.interval_s)
         t = fleet.now
         batch = Batch()
-        for name, labels in fleet.targets().items():
+        for i, (name, labels) in enumerate(fleet.targets().items()):
             target = Target(name, None, "vllm", labels)
+            if i == 0 and self.flap and self._flap_rng.random() < self.flap:
+                batch.observations.append(Observation(target, t, None, "context deadline exceeded"))
+                continue
             batch.observations.append(self._observe(target, fleet.render_metrics(name), t))
             lines = fleet.new_log_lines(name)
             if lines:

@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from llm_oncall.diagnosis.autopilot import Autopilot
+from llm_oncall.drills.calibration import Answer, brier, reliability
 from llm_oncall.drills.generator import CLASSES, HEALTHY, HEALTHY_AFTER_S, Scenario, generate
 from llm_oncall.drills.runner import INTERVAL_S, DrillResult, run_one
 from llm_oncall.drills.simsource import SimSource
@@ -36,8 +37,8 @@ ProgressFn = Callable[[Scenario, DrillResult], None]
 
 def run_scenario(s: Scenario) -> DrillResult:
     if s.fault is None:
-        return run_one(HEALTHY, s.seed, s.cfg, None, after_onset_s=HEALTHY_AFTER_S)
-    return run_one(s.incident, s.seed, s.cfg, s.fault)
+        return run_one(HEALTHY, s.seed, s.cfg, None, after_onset_s=HEALTHY_AFTER_S, flap=s.flap)
+    return run_one(s.incident, s.seed, s.cfg, s.fault, flap=s.flap)
 
 
 def _cost(s: Scenario) -> float:
@@ -103,6 +104,7 @@ class SuiteReport:
     wall_seconds: float
     workers: int
     cpu_seconds: float | None = None
+    shapes: bool = True
     confusion: dict[str, dict[str, int]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -165,6 +167,20 @@ class SuiteReport:
             })
         return out
 
+    def answers(self) -> list[Answer]:
+        return [Answer(float(r.diagnosis.get("confidence") or 0.0), r.correct,
+                       abstained=r.diagnosed == "unknown") for r in self.results]
+
+    def by_shape(self) -> dict[str, dict[str, float | int]]:
+        out: dict[str, dict[str, float | int]] = {}
+        for s, r in zip(self.scenarios, self.results, strict=True):
+            row = out.setdefault(s.shape or "first-suite", {"n": 0, "correct": 0})
+            row["n"] += 1
+            row["correct"] += int(r.correct)
+        for row in out.values():
+            row["accuracy"] = round(row["correct"] / row["n"], 4)
+        return out
+
     def to_json(self) -> dict[str, Any]:
         iv = self.mttd_intervals()
         secs = self.mttd_seconds()
@@ -188,6 +204,14 @@ class SuiteReport:
             "per_class": {c: {k: _r(v) if isinstance(v, float) else v for k, v in row.items()}
                           for c, row in self.per_class().items()},
             "failures": self.failures(),
+            "calibration": reliability(self.answers()),
+            "brier": brier(self.answers()),
+            "abstained": sum(1 for a in self.answers() if a.abstained),
+            "early_warnings": sum(1 for r in self.results if r.early_warning),
+            "warnings_before_onset": sum(r.warnings for r in self.results),
+            "detected_unknown_first": sum(1 for r in self.results if r.detected_unknown),
+            "by_shape": self.by_shape(),
+            "shapes": self.shapes,
             "wall_seconds": round(self.wall_seconds, 2),
             "cpu_seconds": _r(self.cpu_seconds, 1),
             "workers": self.workers,
@@ -200,13 +224,15 @@ def _r(v: float | None, nd: int = 3) -> float | None:
     return None if v is None else round(v, nd)
 
 
-def run_suite(n: int, seed: int, workers: int | None = None, progress: ProgressFn | None = None) -> SuiteReport:
-    scenarios = generate(n, seed)
+def run_suite(n: int, seed: int, workers: int | None = None, progress: ProgressFn | None = None,
+              shapes: bool = True) -> SuiteReport:
+    """``shapes=False``: the first suite's scenarios only (what the diagnosis was first tuned on), to compare."""
+    scenarios = generate(n, seed, shapes)
     workers = max(1, workers or os.cpu_count() or 1)
     start = time.perf_counter()
     cpu0 = _cpu_seconds()
     results = run_scenarios(scenarios, workers, progress)
-    report = SuiteReport(seed, scenarios, results, time.perf_counter() - start, workers)
+    report = SuiteReport(seed, scenarios, results, time.perf_counter() - start, workers, shapes=shapes)
     report.cpu_seconds = _cpu_seconds() - cpu0
     return report
 
@@ -286,7 +312,7 @@ def render_suite(report: SuiteReport, console: Console) -> None:
             console.print(f"    {why[:400]}", highlight=False, markup=False)
 
 
-def suite_cli(n: int, seed: int, workers: int | None, as_json: bool, console: Console) -> None:
+def suite_cli(n: int, seed: int, workers: int | None, as_json: bool, console: Console, shapes: bool = True) -> None:
     if n <= 0:
         raise ValueError("--suite needs a positive number of scenarios")
     err = Console(stderr=True)
@@ -300,7 +326,7 @@ def suite_cli(n: int, seed: int, workers: int | None, as_json: bool, console: Co
             tally[1] += int(r.correct)
             bar.update(task, advance=1, ok=f"{tally[1]}/{tally[0]} correct")
 
-        report = run_suite(n, seed, workers, tick)
+        report = run_suite(n, seed, workers, tick, shapes)
     if as_json:
         import json
 

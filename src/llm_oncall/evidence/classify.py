@@ -1,20 +1,39 @@
-"""Runs every registered parser over a file and keeps the strongest finding.
+"""Runs every registered parser over a file and classifies it by its most severe finding.
 
 The registry is the plugin point: ``register("mine", fn)`` adds a parser taking ``(text, name)`` and
-returning a Finding or None. Classification never raises: a parser that fails is skipped and named in
-the finding's facts.
+returning a Finding, a list of Findings, or None. The built-in ones are the signature catalogue (data:
+catalog/signatures/*.yaml, Xid lines through catalog/xid.yaml) and the readers of structured formats that
+need code (nvidia-smi, DCGM, py-spy, stats lines, NCCL watchdog ranks, kubectl, vLLM start-up, sampled model
+outputs). Classification never raises: a parser that fails is skipped and named in the finding's facts.
+
+When nothing known is found but the text has error lines (a traceback, ERROR/FATAL lines), the file is
+``kind: unknown`` and not benign: something failed, in a format the catalogue does not know; no incident
+is guessed.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from llm_oncall.evidence import crashloop, dcgm_health, nccl, nvidia_smi, pyspy, vllm_log, vllm_startup, xid
-from llm_oncall.evidence.model import Finding, strength, unknown
+from llm_oncall.evidence import (
+    catalog,
+    crashloop,
+    dcgm_fields,
+    dcgm_health,
+    matcher,
+    nccl,
+    nvidia_smi,
+    outputs,
+    pyspy,
+    stats,
+    vllm_startup,
+)
+from llm_oncall.evidence.model import Finding, compact, line_numbers, split_lines, strength, unknown
 
-Parser = Callable[[str, str], "Finding | None"]
+Parser = Callable[[str, str], "Finding | Sequence[Finding] | None"]
 
 # Head + tail of a huge file: the head says what produced it (nvidia-smi banner, first traceback), the
 # tail holds the latest, usually decisive, lines.
@@ -37,43 +56,121 @@ def parsers() -> dict[str, Parser]:
     return dict(_REGISTRY)
 
 
+def _signatures(text: str, name: str) -> list[Finding]:
+    return matcher.findings(text, name)
+
+
 for _name, _fn in (
+    ("signatures", _signatures),
     ("nccl", nccl.parse),
     ("pyspy", pyspy.parse),
     ("nvidia_smi", nvidia_smi.parse),
-    ("xid", xid.parse),
     ("dcgm_health", dcgm_health.parse),
-    ("vllm_log", vllm_log.parse),
+    ("dcgm_fields", dcgm_fields.parse),
+    ("stats", stats.parse),
     ("vllm_startup", vllm_startup.parse),
     ("crashloop", crashloop.parse),
+    ("outputs", outputs.parse),
 ):
     register(_name, _fn)
 
 
+def use_signatures(extra_dirs: Sequence[Path]) -> None:
+    """Classify with the built-in signatures plus the user's (same id wins); raises CatalogError."""
+    sigs = catalog.load(extra_dirs)
+
+    def with_user_signatures(text: str, name: str) -> list[Finding]:
+        return matcher.findings(text, name, sigs)
+
+    register("signatures", with_user_signatures)
+
+
+def reset_signatures() -> None:
+    register("signatures", _signatures)
+
+
+# Lines that say something failed, whatever wrote them. Strong: a Python exception line (also after a log
+# prefix), a traceback header, FATAL/CRITICAL, a crash of the process. Weak: an ERROR log level (also glog
+# "E1022 ..." and c10d "[E ...]"), which many programs print for routine trouble (a client that went away).
+_STRONG_ERROR = re.compile(
+    r"(?:^|\]\s|:\s)\s{0,8}(?:[A-Za-z_][\w.]{0,80}\.)?[A-Z]\w{0,60}(?:Error|Exception)(?::\s|\s*$)"
+    r"|Traceback \(most recent call last\)"
+    r"|(?:^|[\s\[(|])(?:FATAL|CRITICAL)(?:[\s\]:|)]|$)"
+    r"|Segmentation fault|core dumped|terminate called after throwing|(?:^|\s)panic: |Fatal Python error"
+)
+_WEAK_ERROR = re.compile(r"(?:^|[\s\[(|])ERROR(?:[\s\]:|)]|$)|^\s{0,4}\[?[EF]\d{4} \d\d:\d\d:\d\d|\]:\[E[\s\d]")
+MAX_ERROR_LINES = 20
+# Every error line holds one of these: a cheap test before the regexes.
+_ERROR_HINTS = ("Error", "Exception", "ERROR", "FATAL", "CRITICAL", "Traceback", "fault", "dumped", "terminate",
+                "panic", "[E", "E0", "E1", "F0", "F1", "Fatal")
+
+
+def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding | None:
+    """Error lines no finding explains. With a benign reading of the file, only strong ones count: an ERROR
+    level next to a recognised healthy format is routine; a traceback is not."""
+    covered = {n for f in found for n in f.lines}
+    strong_only = bool(found)
+    rows = []
+    for i, line in enumerate(split_lines(text)):
+        if (i + 1) in covered or not any(h in line for h in _ERROR_HINTS):
+            continue
+        if _STRONG_ERROR.search(line) or (not strong_only and _WEAK_ERROR.search(line)):
+            rows.append(i)
+            if len(rows) >= 200:
+                break
+    if not rows:
+        return None
+    lines = split_lines(text)
+    quoted = [lines[i].strip()[:200] for i in rows[:3]]
+    facts = compact({
+        "error_lines": len(rows),
+        "first_errors": quoted,
+        "reading": "error lines in a format the catalogue does not know: something failed, nothing here points "
+                   "at an incident",
+        "next_step": "read the first error; if it is a new real format, add a signature (docs/evidence.md)",
+    })
+    return Finding(name, "unknown", False, None, 0.2, facts, line_numbers(rows[:MAX_ERROR_LINES]), "unknown",
+                   severity="warning", category="unknown")
+
+
 def classify_all(text: str, name: str) -> list[Finding]:
-    """Every parser's finding for ``text``, strongest first."""
+    """Every parser's findings for ``text``, most severe first."""
     found: list[Finding] = []
     failed: list[str] = []
     for pname, fn in list(_REGISTRY.items()):
         try:
-            f = fn(text, name)
+            result = fn(text, name)
         except Exception:  # a parser bug must not hide what the other parsers found
             failed.append(pname)
             continue
-        if isinstance(f, Finding):
-            found.append(f if f.parser else _with_parser(f, pname))
+        items = [result] if isinstance(result, Finding) else list(result or ())
+        for f in items:
+            if isinstance(f, Finding):
+                found.append(f if f.parser else f.replace(parser=pname))
+    if not found:
+        try:
+            g = outputs.parse_plain(text, name)
+        except Exception:
+            g = None
+            failed.append("outputs")
+        if g is not None:
+            found.append(g)
+    if not any(not f.benign for f in found):
+        u = _unknown_errors(text, name, found)
+        if u is not None:
+            found.append(u)
     found.sort(key=strength, reverse=True)
     if failed and found:
-        found[0] = _with_facts(found[0], {"parser_errors": failed})
+        found[0] = found[0].replace(facts={**found[0].facts, "parser_errors": failed})
     elif failed:
-        found.append(_with_facts(unknown(name), {"parser_errors": failed}))
+        found.append(unknown(name).replace(facts={"parser_errors": failed}))
     return found
 
 
 def classify_text(text: str, name: str) -> Finding:
-    """The strongest finding for ``text``.
+    """The file's most severe finding, with every finding of the file in ``findings``.
 
-    Kind "unknown" (benign, no hint, confidence 0) when nothing matched.
+    Kind "unknown" (benign, no hint, confidence 0) when nothing matched at all.
     """
     try:
         found = classify_all(text, name)
@@ -82,8 +179,9 @@ def classify_text(text: str, name: str) -> Finding:
     if not found:
         return unknown(name)
     best = found[0]
-    others = [f"{f.kind}" for f in found[1:] if f.kind != best.kind]
-    return _with_facts(best, {"also": others}) if others else best
+    others = [f.kind for f in found[1:] if f.kind != best.kind]
+    facts = {**best.facts, "also": others} if others else dict(best.facts)
+    return best.replace(facts=facts, findings=tuple(found))
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
@@ -106,11 +204,3 @@ def classify_file(path: str | os.PathLike[str]) -> Finding:
     (the CLI turns those into a clean error); never raises on content."""
     text = read_text(path)
     return classify_text(text, str(path))
-
-
-def _with_parser(f: Finding, parser: str) -> Finding:
-    return Finding(f.file, f.kind, f.benign, f.incident_hint, f.confidence, dict(f.facts), f.lines, parser)
-
-
-def _with_facts(f: Finding, extra: dict[str, object]) -> Finding:
-    return Finding(f.file, f.kind, f.benign, f.incident_hint, f.confidence, {**f.facts, **extra}, f.lines, f.parser)

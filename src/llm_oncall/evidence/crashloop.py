@@ -103,4 +103,6 @@ def parse(text: str, name: str) -> Finding | None:
     else:
         kind = "container_exit"
         confidence = 0.4
-    return Finding(name, kind, False, hint, confidence, facts, line_numbers(ev), "crashloop")
+    # A crash loop is the symptom, the container log holds the cause: it ranks below any finding of the cause.
+    return Finding(name, kind, False, hint, confidence, facts, line_numbers(ev), "crashloop", severity="warning",
+                   category="cuda-graph" if hint == "cuda-graph-crash" else "hang" if hint else "other-failure")

@@ -1,11 +1,12 @@
-"""``dcgmi health -c`` reports and DCGM health-watch messages (also as they appear in logs)."""
+"""``dcgmi health -c`` reports, DCGM health-watch messages (also as they appear in logs) and ``dcgmi diag``
+result tables."""
 
 from __future__ import annotations
 
 import re
 
 from llm_oncall.evidence import xid
-from llm_oncall.evidence.model import Finding, line_numbers, split_lines
+from llm_oncall.evidence.model import Finding, compact, line_numbers, split_lines
 
 _OVERALL = re.compile(
     r"Overall Health\s{0,40}\|?\s{0,40}:?\s{0,4}(?P<status>Healthy|Warning|Failure|Incompatible)", re.I
@@ -43,7 +44,9 @@ _AREA_FROM_SUBSYSTEM = {
     "thermal": "thermal-power",
     "power": "thermal-power",
 }
-_AREA_HINT = {"memory": "gpu-ecc", "nvlink": "engine-hang", "gpu-lost": "engine-hang"}
+# A lost GPU is the fallen-off-the-bus path (Xid 79): gpu-ecc's hardware path, not a hang.
+_AREA_HINT = {"memory": "gpu-ecc", "nvlink": "engine-hang", "gpu-lost": "gpu-ecc"}
+_AREA_CATEGORY = {"memory": "gpu-memory", "nvlink": "nvlink", "gpu-lost": "gpu-hardware"}
 _ORDER = ("memory", "gpu-lost", "nvlink", "xid", "pcie", "thermal-power", "other")
 
 
@@ -55,8 +58,16 @@ def _area(msg: str) -> str:
 
 
 def parse(text: str, name: str) -> Finding | None:
-    if "Health" not in text and "DCGM" not in text and "dcgm" not in text:
+    if "Health" not in text and "DCGM" not in text and "dcgm" not in text and "|" not in text:
         return None
+    diag = _diag(split_lines(text), name)
+    health = _health(text, name)
+    if diag is None or health is None:
+        return diag or health
+    return max((diag, health), key=lambda f: (not f.benign, f.confidence))
+
+
+def _health(text: str, name: str) -> Finding | None:
     lines = split_lines(text)
     overall: str | None = None
     gpu = ""
@@ -98,15 +109,19 @@ def parse(text: str, name: str) -> Finding | None:
             confidence=0.8,
             facts={"overall": overall},
             parser="dcgm_health",
+            severity="info",
+            category="benign",
         )
     areas = {_area(msg) for _, msg in messages}
     areas |= {_AREA_FROM_SUBSYSTEM.get(b["system"].lower(), "other") for b in bad_systems}
     xid_codes = sorted({int(x.group("code")) for _, msg in messages for x in [_XID_IN_MSG.search(msg)] if x})
     area = next((a for a in _ORDER if a in areas), "other")
     hint = _AREA_HINT.get(area)
+    category = _AREA_CATEGORY.get(area, "other-failure")
     if area == "xid" and xid_codes:
-        worst = max((xid.info(c) for c in xid_codes), key=lambda x: xid.SEVERITY_RANK[x.severity])
+        worst = xid.worst(xid_codes)
         hint = worst.incident
+        category = worst.category if worst.category not in ("benign", "unknown") else "other-failure"
     failure = overall == "Failure" or any(b["status"] == "Failure" for b in bad_systems)
     confidence = (0.8 if failure else 0.55) if hint else 0.45
     facts: dict[str, object] = {
@@ -126,4 +141,69 @@ def parse(text: str, name: str) -> Finding | None:
         facts=facts,
         lines=line_numbers(evidence),
         parser="dcgm_health",
+        severity=("critical" if failure else "error") if hint else "warning",
+        category=category if hint else "other-failure",
     )
+
+
+# ---- dcgmi diag ---------------------------------------------------------------------------------------
+# "| GPU Memory                | Fail - GPU: 0                |", a continuation row "|       | Pass - All |",
+# message rows "| Error | GPU 3 has uncorrectable memory errors and row  |" wrapped over several rows.
+_DIAG_ROW = re.compile(r"^\|\s{0,4}(?P<test>[A-Za-z][\w /.()-]{0,40}?|)\s*\|\s{0,4}(?P<result>Pass|Fail|Warn|Skip)\b"
+                       r"(?P<rest>[^|]{0,200})", re.I)
+_DIAG_MSG = re.compile(r"^\|\s{0,4}(?P<label>Warning|Error|Info|)\s*\|\s{0,4}(?P<msg>\S[^|]{0,300}?)\s*\|?\s*$")
+_DIAG_HEADER = re.compile(r"\|\s{0,4}Diagnostic\s{1,40}\|\s{0,4}Result\b")
+_DIAG_AREA = (
+    (re.compile(r"memory|page retirement|row remap|ecc", re.I), "memory"),
+    (re.compile(r"nvlink|nvbandwidth|nvswitch", re.I), "nvlink"),
+    (re.compile(r"diagnostic|sm stress|targeted stress|pulse|eud|memtest|hardware|software", re.I), "hardware"),
+    (re.compile(r"pcie", re.I), "pcie"),
+)
+_DIAG_MEMORY_MSG = re.compile(r"uncorrectable|row remap|retire|double.bit|\bDBE\b|ECC", re.I)
+_DIAG_KIND = {"memory": ("gpu-memory", "gpu-ecc", 0.75), "nvlink": ("nvlink", "engine-hang", 0.6),
+              "hardware": ("gpu-hardware", "gpu-ecc", 0.6), "pcie": ("gpu-hardware", "gpu-ecc", 0.45)}
+
+
+def _diag(lines: tuple[str, ...], name: str) -> Finding | None:
+    results: list[tuple[int, str, str, str]] = []  # (line, test, result, rest)
+    messages: list[list[object]] = []  # [line, label, text]
+    test = ""
+    header = False
+    for i, line in enumerate(lines):
+        if _DIAG_HEADER.search(line):
+            header = True
+            continue
+        m = _DIAG_ROW.match(line)
+        if m:
+            test = m.group("test").strip() or test
+            results.append((i, test, m.group("result").capitalize(), m.group("rest").strip(" -")))
+            continue
+        mm = _DIAG_MSG.match(line)
+        if mm and (header or results):
+            label = mm.group("label")
+            if label:
+                messages.append([i, label, mm.group("msg")])
+            elif messages and messages[-1][0] == i - 1:
+                messages[-1][0] = i  # a wrapped cell goes on in the next row
+                messages[-1][2] = f"{messages[-1][2]} {mm.group('msg')}"
+    if not results and not (header and messages):
+        return None
+    failed = [r for r in results if r[2] == "Fail"]
+    errors = [m for m in messages if m[1] == "Error"]
+    facts: dict[str, object] = compact({
+        "tests": len(results),
+        "failed": [f"{r[1]}: {r[3]}".strip(": ") for r in failed][:10],
+        "warned": [r[1] for r in results if r[2] == "Warn"][:10],
+        "messages": [f"{m[1]}: {m[2]}" for m in messages][:10],
+    })
+    if not failed and not errors:
+        return Finding(name, "dcgm_diag_pass", True, None, 0.7, facts, (), "dcgm_health", severity="info",
+                       category="benign")
+    areas = [next((a for rx, a in _DIAG_AREA if rx.search(r[1])), "setup") for r in failed]
+    if any(_DIAG_MEMORY_MSG.search(str(m[2])) for m in errors):
+        areas.append("memory")
+    area = next((a for a in ("memory", "nvlink", "hardware", "pcie") if a in areas), "setup")
+    category, hint, conf = _DIAG_KIND.get(area, ("other-failure", None, 0.5))
+    lines_ = [r[0] for r in failed] + [int(str(m[0])) for m in errors]
+    return Finding(name, f"dcgm_diag_{area}_fail", False, hint, conf, facts, line_numbers(lines_), "dcgm_health",
+                   severity="critical" if area == "memory" else "error", category=category)

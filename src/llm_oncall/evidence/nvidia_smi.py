@@ -4,6 +4,7 @@ table, and ``nvidia-smi nvlink -e`` error counters."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from llm_oncall.evidence import nvsmi_xml
@@ -13,6 +14,8 @@ _GPU_HEADER = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa
 _BUS_ID = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
 _NVLINK_GPU = re.compile(r"^GPU (?P<idx>\d{1,3}): (?P<model>[^(]{1,80}?)\s*\(UUID")
 _NVLINK_ERR = re.compile(r"^\s+Link (?P<link>\d{1,3}): (?P<what>[A-Za-z ]{1,40}?) Errors?: (?P<val>\S{1,24})")
+# nvidia-smi nvlink -s: "\t Link 0: 26.562 GB/s" or "\t Link 1: <inactive>"
+_NVLINK_STATE = re.compile(r"^\s+Link (?P<link>\d{1,3}): (?P<state><inactive>|[\d.]{1,12} ?[GM]B/s)\s*$")
 
 # Volatile correctable counts above these mean the GPU is degrading even with zero uncorrectable errors:
 # healthy HBM sees a handful of corrected bits per year, not thousands since the last driver load.
@@ -58,6 +61,8 @@ def _apply(g: GpuEcc, path: str, value: str) -> bool:
     p = path.lower().replace(" ", "_").replace("-", "_")
     n = to_int(value) or 0
     scope = "volatile" if "/volatile/" in f"/{p}/" else "aggregate" if "/aggregate/" in f"/{p}/" else ""
+    if "/" not in p and _GREPPED_LEAF.match(path.strip()) and "bit" not in p:
+        p, scope = f"ecc_errors/aggregate/{p}", "aggregate"  # a grep kept the leaf, not its section
     if p.startswith("ecc_errors/") and scope:
         leaf = p.rsplit("/", 1)[-1]
         old_style = "/single_bit/" in p or "/double_bit/" in p
@@ -101,6 +106,12 @@ def _apply(g: GpuEcc, path: str, value: str) -> bool:
     return False
 
 
+# Sections of `nvidia-smi -q` a user pastes on their own (without the "GPU 0000..." header), and leaf names
+# that survive a `nvidia-smi -q | grep -i correctable`.
+_SECTIONS = frozenset({"ecc errors", "remapped rows", "retired pages", "ecc mode", "page retirement"})
+_GREPPED_LEAF = re.compile(r"^(?:sram|dram)? ?(?:un)?correctable\b|^(?:single|double) bit ecc$", re.I)
+
+
 def _query_text(lines: tuple[str, ...]) -> list[GpuEcc]:
     out: list[GpuEcc] = []
     g: GpuEcc | None = None
@@ -112,9 +123,20 @@ def _query_text(lines: tuple[str, ...]) -> list[GpuEcc]:
             out.append(g)
             stack = []
             continue
-        if g is None or not line.strip():
+        if not line.strip():
             continue
         indent = len(line) - len(line.lstrip(" \t"))
+        key0, sep0, value0 = line.strip().partition(":")
+        if (g is None or g.gpu == "?") and (
+                (key0.strip().lower() in _SECTIONS and not value0.strip())
+                or (g is None and sep0 and value0.strip() and _GREPPED_LEAF.match(key0.strip()))):
+            if g is None:
+                g = GpuEcc("?")  # an excerpt: one GPU, unnamed
+                out.append(g)
+            if indent == 0:
+                indent = 1
+        if g is None:
+            continue
         if indent == 0:
             g = None  # back at top level: a new command's output or unrelated text
             continue
@@ -164,17 +186,23 @@ def _summary(lines: tuple[str, ...]) -> tuple[list[tuple[str, str]], list[int]]:
     return rows, idx
 
 
-def _nvlink(lines: tuple[str, ...]) -> tuple[dict[str, dict[str, int]], list[int]]:
-    out: dict[str, dict[str, int]] = {}
-    idx: list[int] = []
+def _link_lines(lines: tuple[str, ...]) -> Iterator[tuple[int, str, str]]:
+    """(index, GPU index, line) for the lines under a `GPU N: <model> (UUID: ...)` header of nvidia-smi nvlink."""
     gpu = ""
     for i, line in enumerate(lines):
         m = _NVLINK_GPU.match(line)
         if m:
             gpu = m.group("idx")
-            continue
+        elif gpu:
+            yield i, gpu, line
+
+
+def _nvlink(lines: tuple[str, ...]) -> tuple[dict[str, dict[str, int]], list[int]]:
+    out: dict[str, dict[str, int]] = {}
+    idx: list[int] = []
+    for i, gpu, line in _link_lines(lines):
         e = _NVLINK_ERR.match(line)
-        if e and gpu:
+        if e:
             n = to_int(e.group("val"))
             what = e.group("what").strip().lower().replace(" ", "_")
             per = out.setdefault(gpu, {})
@@ -184,14 +212,22 @@ def _nvlink(lines: tuple[str, ...]) -> tuple[dict[str, dict[str, int]], list[int
     return out, idx
 
 
+# Words without which no nvidia-smi reading applies: a cheap exit for every other file.
+_MARKERS = ("ECC", "Remapped", "Retired", "retired", "Link ", "nvidia_smi_log", "Uncorr", "ecc.errors",
+            "remapped_rows", "correctable", "Correctable")
+
+
 def parse(text: str, name: str) -> Finding | None:
+    if not any(m in text for m in _MARKERS):
+        return None
     lines = split_lines(text)
-    ecc = _query_xml(text) if nvsmi_xml.is_nvsmi_xml(text) else _query_text(lines)
+    ecc = _query_xml(text) if nvsmi_xml.is_nvsmi_xml(text) else _query_text(lines) + _query_csv(lines)
     summary, summary_idx = _summary(lines)
     nvlink, nvlink_idx = _nvlink(lines)
     ecc_finding = _ecc_finding(name, ecc, summary, summary_idx)
     nvlink_finding = _nvlink_finding(name, nvlink, nvlink_idx) if nvlink else None
-    candidates = [f for f in (ecc_finding, nvlink_finding) if f is not None]
+    states_finding = _link_states_finding(name, lines)
+    candidates = [f for f in (ecc_finding, nvlink_finding, states_finding) if f is not None]
     if not candidates:
         return None
     return max(candidates, key=lambda f: (not f.benign, f.confidence))
@@ -224,6 +260,8 @@ def _ecc_finding(
                 g.volatile_correctable >= VOLATILE_CORRECTABLE_ALERT
                 or g.aggregate_correctable >= AGGREGATE_CORRECTABLE_ALERT,
             ),
+            # Rows already remapped after uncorrectable errors: repaired, but the GPU did return bad data.
+            ("remapped_rows_uncorrectable", 0.55, g.remapped_uncorrectable > 0),
         ]
         hit = [(k, c, True) for k, c, cond in checks if cond]
         if hit:
@@ -269,7 +307,21 @@ def _ecc_finding(
         facts=facts,
         lines=line_numbers(lines),
         parser="nvidia_smi",
+        severity="info" if hint is None else _SEVERITY.get((kind, confidence), _SEVERITY.get((kind, 0.0), "error")),
+        category="benign" if hint is None else "gpu-memory",
     )
+
+
+_SEVERITY = {
+    ("row_remap_failure", 0.0): "critical",
+    ("ecc_uncorrectable", 0.85): "critical",
+    ("ecc_uncorrectable", 0.75): "critical",
+    ("ecc_uncorrectable", 0.0): "error",
+    ("row_remap_pending", 0.0): "critical",
+    ("page_retirement_pending", 0.0): "error",
+    ("ecc_correctable_storm", 0.0): "warning",
+    ("remapped_rows_uncorrectable", 0.0): "warning",
+}
 
 
 def _nvlink_finding(name: str, per_gpu: dict[str, dict[str, int]], idx: list[int]) -> Finding:
@@ -284,6 +336,8 @@ def _nvlink_finding(name: str, per_gpu: dict[str, dict[str, int]], idx: list[int
             confidence=0.8,
             facts={"gpus_checked": len(per_gpu)},
             parser="nvidia_smi",
+            severity="info",
+            category="benign",
         )
     total = sum(sum(e.values()) for e in nonzero.values())
     recovery = sum(e.get("recovery", 0) for e in nonzero.values())
@@ -302,4 +356,80 @@ def _nvlink_finding(name: str, per_gpu: dict[str, dict[str, int]], idx: list[int
         },
         lines=line_numbers(idx),
         parser="nvidia_smi",
+        severity="error" if strong else "warning",
+        category="nvlink",
     )
+
+
+# ---- nvidia-smi --query-gpu=... --format=csv ------------------------------------------------------------
+_CSV_FIELDS = (
+    ("ecc.errors.uncorrected.volatile", "volatile_uncorrectable"),
+    ("ecc.errors.uncorrected.aggregate", "aggregate_uncorrectable"),
+    ("ecc.errors.corrected.volatile", "volatile_correctable"),
+    ("ecc.errors.corrected.aggregate", "aggregate_correctable"),
+    ("retired_pages.double_bit", "retired_dbe"),
+    ("retired_pages.dbe", "retired_dbe"),
+    ("retired_pages.single_bit", "retired_sbe"),
+    ("retired_pages.sbe", "retired_sbe"),
+    ("retired_pages.pending", "retirement_pending"),
+    ("remapped_rows.uncorrectable", "remapped_uncorrectable"),
+    ("remapped_rows.correctable", "remapped_correctable"),
+    ("remapped_rows.pending", "remap_pending"),
+    ("remapped_rows.failure", "remap_failure"),
+)
+
+
+def _query_csv(lines: tuple[str, ...]) -> list[GpuEcc]:
+    out: list[GpuEcc] = []
+    if not any(("ecc.errors" in ln or "retired_pages" in ln or "remapped_rows" in ln) for ln in lines):
+        return out
+    columns: list[str | None] = []
+    bus_col: int | None = None
+    for i, line in enumerate(lines):
+        cells = [c.strip() for c in line.split(",")]
+        lowered = [c.lower().split(" [", 1)[0] for c in cells]
+        if any(c.startswith(("ecc.errors", "retired_pages", "remapped_rows")) for c in lowered):
+            columns = [next((f for prefix, f in _CSV_FIELDS if c.startswith(prefix)), None) for c in lowered]
+            bus_col = next((k for k, c in enumerate(lowered) if c in ("pci.bus_id", "gpu_bus_id")), None)
+            continue
+        if not columns or len(cells) != len(columns):
+            continue
+        g = GpuEcc(cells[bus_col] if bus_col is not None else f"gpu{len(out)}")
+        for cell, fname in zip(cells, columns, strict=True):
+            if fname is None:
+                continue
+            g.fields += 1
+            if fname in ("retirement_pending", "remap_pending", "remap_failure"):
+                setattr(g, fname, _yes(cell) or (to_int(cell) or 0) > 0)
+            else:
+                setattr(g, fname, to_int(cell) or 0)
+            if _notable(cell):
+                g.lines.append(i)
+        out.append(g)
+    return out
+
+
+def _link_states_finding(name: str, lines: tuple[str, ...]) -> Finding | None:
+    """nvidia-smi nvlink -s: a link that is down carries no traffic; TP collectives fall back or stall."""
+    states: dict[str, dict[str, bool]] = {}
+    idx: list[int] = []
+    for i, gpu, line in _link_lines(lines):
+        st = _NVLINK_STATE.match(line)
+        if st:
+            up = st.group("state") != "<inactive>"
+            states.setdefault(gpu, {})[st.group("link")] = up
+            if not up:
+                idx.append(i)
+    if not states:
+        return None
+    down = {g: sorted((k for k, up in links.items() if not up), key=int) for g, links in states.items()}
+    down = {g: ks for g, ks in down.items() if ks}
+    facts: dict[str, object] = {"gpus_checked": len(states), "links_down": down}
+    if not down:
+        return Finding(name, "nvlink_links_up", True, None, 0.7, facts, (), "nvidia_smi", severity="info",
+                       category="benign")
+    partial = any(any(states[g].values()) for g in down)
+    facts["reading"] = ("some NVLinks of a GPU are down while others are up" if partial else
+                        "every NVLink of these GPUs is inactive (fabric manager down, or the links failed)")
+    return Finding(name, "nvlink_links_down", False, "engine-hang", 0.55 if partial else 0.45, facts,
+                   line_numbers(idx), "nvidia_smi", severity="warning", category="nvlink")

@@ -47,6 +47,10 @@ _COLLECTIVE_FUNCS = frozenset(
         "ncclGroupEnd",
         "ncclSend",
         "ncclRecv",
+        # vLLM V1's engine core waiting for its workers' step (MultiprocExecutor.collective_rpc): the engine side
+        # of a stuck worker, read like a rank sitting in a collective
+        "get_response",
+        "_wait_for_response",
     }
 )
 # Where an idle worker parks: the shm message queue, a selector, a condition variable.
@@ -77,9 +81,13 @@ _IDLE_FUNCS = frozenset(
 )
 # An idle V0 worker waits for the driver's next step inside a CPU (gloo) broadcast: a collective by name,
 # idle by meaning.
-_WORKER_WAIT_WRAPPERS = frozenset({"broadcast_tensor_dict", "broadcast_object", "broadcast_object_list"})
-_WORKER_LOOPS = frozenset({"start_worker_execution_loop", "worker_busy_loop", "execute_model_spmd_loop"})
+# SGLang's TP workers > 0 wait for the next batch the same way (recv_requests → broadcast_pyobj → broadcast).
+_WORKER_WAIT_WRAPPERS = frozenset({"broadcast_tensor_dict", "broadcast_object", "broadcast_object_list",
+                                   "broadcast_pyobj", "recv_requests"})
+_WORKER_LOOPS = frozenset({"start_worker_execution_loop", "worker_busy_loop", "execute_model_spmd_loop",
+                           "event_loop_normal", "event_loop_overlap", "event_loop_pp", "run_scheduler_process"})
 _TOP_FRAMES = 15
+_FH_ANY = re.compile(r'^\s{2,}File "[^"]{0,300}", line \d{1,7} in \w', re.M)
 
 
 @dataclass
@@ -99,7 +107,7 @@ class _Thread:
         return None
 
     def worker_wait(self) -> bool:
-        names = set(self.frames)
+        names = {f.rsplit(".", 1)[-1] for f in self.frames}
         return bool(_WORKER_WAIT_WRAPPERS & names and _WORKER_LOOPS & names)
 
     def idle(self) -> bool:
@@ -132,15 +140,20 @@ def _threads(lines: tuple[str, ...]) -> tuple[list[_Thread], int]:
                 current = _Thread(process, mf.group("tid"), "", "unknown", i)
                 threads.append(current)
                 continue
-        if current is not None and line.startswith("  "):
-            fm = _FRAME.match(line) or _FH_FRAME.match(line)
-            if fm:
+        if line.startswith("  "):
+            fm = _FRAME.match(line) if current is not None else None
+            fm = fm or _FH_FRAME.match(line)
+            if fm and current is None:
+                # A faulthandler dump pasted without its "Thread 0x... (most recent call first):" header.
+                current = _Thread(process, "?", "", "unknown", i)
+                threads.append(current)
+            if fm and current is not None:
                 current.frames.append(fm.group("func"))
     return threads, dumps
 
 
 def parse(text: str, name: str) -> Finding | None:
-    if "Thread " not in text:
+    if "Thread " not in text and not _FH_ANY.search(text):
         return None
     lines = split_lines(text)
     threads, dumps = _threads(lines)
@@ -178,6 +191,8 @@ def parse(text: str, name: str) -> Finding | None:
             facts=facts,
             lines=line_numbers(t.line for t, _ in stuck),
             parser="pyspy",
+            severity="error" if confidence >= 0.75 else "warning",
+            category="hang",
         )
     idle = [t for t in threads if t.idle()]
     all_idle = len(idle) == len(threads)
@@ -193,6 +208,8 @@ def parse(text: str, name: str) -> Finding | None:
             "top_frames": sorted({t.frames[0] for t in threads if t.frames})[:12],
         },
         parser="pyspy",
+        severity="info",
+        category="benign",
     )
 
 

@@ -85,7 +85,7 @@ def parse(text: str, name: str) -> Finding | None:
         return Finding(name, "vllm_startup_error", False, None, 0.6,
                        {"error": "engine core initialization failed (root cause not in this log)",
                         "phase": "engine_init", "attempts": _attempts(lines)},
-                       line_numbers(engine_failed[-3:]), "vllm_startup")
+                       line_numbers(engine_failed[-3:]), "vllm_startup", severity="error")
     last = errors[-1]
     distinct = sorted({e[3] for e in errors})
     facts = compact({
@@ -99,7 +99,7 @@ def parse(text: str, name: str) -> Finding | None:
                    "(not a CUDA-graph or GPU fault)",
     })
     return Finding(name, "vllm_startup_error", False, None, 0.8, facts,
-                   line_numbers([e[0] for e in errors[-5:]] + engine_failed[-2:]), "vllm_startup")
+                   line_numbers([e[0] for e in errors[-5:]] + engine_failed[-2:]), "vllm_startup", severity="error")
 
 
 def _attempts(lines: tuple[str, ...]) -> int | None:

@@ -1,212 +1,229 @@
-"""Kernel ``NVRM: Xid`` lines (dmesg, journalctl -k, syslog): code → meaning, severity, action, incident."""
+"""The NVIDIA Xid catalogue (catalog/xid.yaml) and what an Xid means for the on-call: category, hint, action.
+
+The data file holds every documented Xid code with NVIDIA's name and cause flags and our runbook mapping
+(severity, incident hint, node-benign, action); this module validates it with a schema and answers
+``info(code)``. The kernel and device-plugin line formats that carry an Xid are signatures in
+catalog/signatures/ (``xid_group``), so a new Xid source is a data change too; ``findings`` turns the
+matched lines into one finding per code with the facts a report needs (per GPU, counts, recovery action).
+"""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Literal
 
-from llm_oncall.evidence.model import Finding, line_numbers, split_lines
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-_XID = re.compile(
-    r"NVRM: Xid \((?P<pci>PCI:[0-9A-Fa-f:.]{4,24})\): (?P<code>\d{1,4}),"
-    r"(?: pid=(?P<pid>'?<?[\w ]{0,20}>?'?),)?(?: name=(?P<name>[^,]{0,80}),)?(?P<msg>.{0,300})"
-)
-# Newer drivers report a lost GPU in prose, sometimes without an Xid line at all.
-_FELL_OFF = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f:.]{4,16})")
-_RECOVERY = re.compile(
-    r"recovery action changed from [^()]{0,20}\((?P<old>[^)]{0,40})\) to [^()]{0,20}\((?P<new>[^)]{0,40})\)"
-)
+from llm_oncall.evidence.model import Finding, compact, line_numbers
 
-SEVERITY_RANK = {"low": 0, "medium": 1, "high": 2, "critical": 3}
+CATALOG_PATH = Path(__file__).parent / "catalog" / "xid.yaml"
+
+Action = Literal["isolate_node", "reset_gpu", "reboot_node", "restart_group", "check_application", "none"]
+
+ACTION_TEXT: dict[str, str] = {
+    "isolate_node": "isolate the node (cordon, drain) and reschedule its pods; the GPU needs service",
+    "reset_gpu": "drain the GPU's pods and reset the GPU (nvidia-smi -r) or reboot; cordon until it passes",
+    "reboot_node": "cordon and drain the node, then reboot it; reschedule its pods",
+    "restart_group": "restart the whole tensor-parallel group and taint the node; check NVLink (nvidia-smi nvlink -e)",
+    "check_application": "an application fault: the node is fine; look at the workload that crashed",
+    "none": "no action for the node",
+}
+
+
+class XidEntry(BaseModel):
+    """One Xid code. NVIDIA's facts (name, description, cause flags) plus our mapping."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    code: int = Field(gt=0)
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    hardware: bool
+    driver: bool
+    user_app: bool
+    bus: bool
+    memory: bool
+    nvlink: bool
+    thermal: bool
+    severity: Literal["critical", "warning", "info"]
+    incident_hint: Literal["gpu-ecc", "engine-hang"] | None
+    node_benign: bool
+    action: Action
+    gpud_repair: list[str] = Field(default_factory=list)
+    mnemonic: str | None = None
+    catalog_unused: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> XidEntry:
+        if self.node_benign and (self.incident_hint is not None or self.action != "check_application"):
+            raise ValueError(f"Xid {self.code}: node_benign needs incident_hint null and action check_application")
+        if self.incident_hint == "engine-hang" and not self.nvlink:
+            raise ValueError(f"Xid {self.code}: the engine-hang path is for NVLink faults (nvlink: true)")
+        if self.incident_hint is not None and self.action == "none":
+            raise ValueError(f"Xid {self.code}: an incident hint needs an action")
+        return self
+
+    @property
+    def category(self) -> str:
+        if self.node_benign:
+            return "benign"
+        if self.nvlink and self.incident_hint == "engine-hang":
+            return "nvlink"
+        if self.memory and self.incident_hint == "gpu-ecc":
+            return "gpu-memory"
+        if self.incident_hint == "gpu-ecc":
+            return "gpu-hardware"
+        if self.severity == "info":
+            return "benign"
+        return "other-failure"
+
+    @property
+    def action_text(self) -> str:
+        return ACTION_TEXT[self.action]
+
+
+class XidCatalog(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    source: str = Field(min_length=1)
+    codes: list[XidEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> XidCatalog:
+        codes = [e.code for e in self.codes]
+        if len(codes) != len(set(codes)):
+            raise ValueError("duplicate Xid codes")
+        return self
+
+
+class CatalogError(ValueError):
+    """A catalogue file that does not load or does not validate; the message names the file."""
+
+
+def load_catalog(path: Path = CATALOG_PATH) -> dict[int, XidEntry]:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+        cat = XidCatalog.model_validate(doc)
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise CatalogError(f"{path}: {exc}") from exc
+    return {e.code: e for e in cat.codes}
+
+
+@cache
+def catalog() -> dict[int, XidEntry]:
+    """The built-in catalogue, loaded once per process."""
+    return load_catalog()
 
 
 @dataclass(frozen=True)
 class XidInfo:
+    """What an Xid means here, also for codes the catalogue does not list (category "unknown")."""
+
     code: int
     meaning: str
-    severity: str  # low | medium | high | critical
+    severity: str  # info | warning | critical
     action: str
+    action_text: str
     incident: str | None
-    scope: str = "gpu"  # process | gpu | node
+    category: str
+    node_benign: bool
+    listed: bool
 
-
-_H = "engine-hang"
-_E = "gpu-ecc"
-_NVL = "NVLink error: TP collectives stall; restart the TP group, check links (nvidia-smi nvlink -e)"
-
-XID_TABLE: dict[int, XidInfo] = {
-    x.code: x
-    for x in (
-        XidInfo(
-            8,
-            "GPU stopped making progress (driver-detected)",
-            "high",
-            "restart the engine; reset if recurs",
-            _H,
-        ),
-        XidInfo(13, "graphics/compute engine exception", "low", "usually a kernel bug in the app", None, "process"),
-        XidInfo(
-            31,
-            "GPU MMU page fault (illegal memory access)",
-            "low",
-            "usually software; check the app",
-            None,
-            "process",
-        ),
-        XidInfo(32, "corrupted push-buffer stream", "medium", "check driver and PCIe", None),
-        XidInfo(38, "driver firmware fault", "high", "reset the GPU", None),
-        XidInfo(43, "channel halted after a user fault", "low", "process-scoped; no action", None, "process"),
-        XidInfo(44, "fault during context switch", "high", "reset the GPU", None),
-        XidInfo(
-            45,
-            "preemptive cleanup after earlier errors or a killed process",
-            "low",
-            "secondary: find the root Xid",
-            None,
-            "process",
-        ),
-        XidInfo(46, "GPU stopped processing", "high", "restart the engine; reset if it recurs", _H),
-        XidInfo(
-            48,
-            "uncorrectable double-bit ECC error",
-            "critical",
-            "cordon; remap/retire then reset the GPU",
-            _E,
-        ),
-        XidInfo(56, "display engine error", "low", "rarely relevant for inference", None),
-        XidInfo(61, "on-board microcontroller warning", "medium", "watch; firmware", None),
-        XidInfo(62, "on-board microcontroller halt", "high", "reset the GPU", None),
-        XidInfo(63, "page retirement or row remap recorded", "medium", "drain and reset the GPU to apply", _E),
-        XidInfo(64, "page retirement or row remap failed to record", "critical", "cordon; GPU needs service", _E),
-        XidInfo(74, "NVLink error", "high", _NVL, _H),
-        XidInfo(
-            79,
-            "GPU has fallen off the bus",
-            "critical",
-            "cordon the node; reset/reboot; pods on it are lost",
-            _H,
-            "node",
-        ),
-        XidInfo(
-            92,
-            "high single-bit (correctable) ECC rate",
-            "medium",
-            "early warning: schedule service, cordon",
-            _E,
-        ),
-        XidInfo(
-            94,
-            "contained uncorrectable ECC error",
-            "high",
-            "restart the affected engine; cordon if it recurs",
-            _E,
-        ),
-        XidInfo(95, "uncontained uncorrectable ECC error", "critical", "cordon; GPU reset required", _E),
-        XidInfo(109, "context-switch timeout", "high", "reset the GPU", _H),
-        XidInfo(110, "security fault", "high", "reset the GPU", None),
-        XidInfo(119, "GSP firmware RPC timeout", "high", "GPU unresponsive: reset the GPU", _H),
-        XidInfo(120, "GSP firmware error", "high", "reset the GPU", _H),
-        XidInfo(121, "chip-to-chip (C2C) link error", "high", "reset; check the superchip link", _H),
-        XidInfo(136, "NVLink link training failed", "high", _NVL, _H),
-        XidInfo(140, "unrecoverable ECC error", "critical", "cordon; reset/service the GPU", _E),
-        XidInfo(143, "GPU initialisation failed", "critical", "GPU unusable: cordon and service", None),
-        XidInfo(144, "NVLink-family error", "high", _NVL, _H),
-        XidInfo(145, "NVLink-family error", "high", _NVL, _H),
-        XidInfo(149, "NVLink-family error", "high", _NVL, _H),
-        XidInfo(
-            154,
-            "driver changed the required recovery action",
-            "high",
-            "do what it names (reset, reboot)",
-            None,
-            "node",
-        ),
-        XidInfo(155, "NVLink-family error", "high", _NVL, _H),
-    )
-}
-APP_FAULT_CODES = frozenset({13, 31, 43, 45})
+    @property
+    def scope(self) -> str:
+        return "process" if self.node_benign else "node" if self.action in ("reboot_node", "isolate_node") else "gpu"
 
 
 def info(code: int) -> XidInfo:
-    return XID_TABLE.get(
-        code, XidInfo(code, "unlisted Xid", "medium", "look up the code in the NVIDIA Xid catalog", None)
-    )
+    e = catalog().get(code)
+    if e is None:
+        return XidInfo(code, "unlisted Xid", "warning", "none",
+                       "look the code up in NVIDIA's Xid catalogue: it is not in ours", None, "unknown", False,
+                       False)
+    return XidInfo(code, e.name, e.severity, e.action, e.action_text, e.incident_hint, e.category, e.node_benign,
+                   True)
+
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+
+
+def worst(codes: Sequence[int]) -> XidInfo:
+    """The code that decides: hardware/incident codes before the rest, then severity, then lowest code."""
+    return max((info(c) for c in codes),
+               key=lambda x: (x.incident is not None, not x.node_benign, SEVERITY_RANK[x.severity], -x.code))
+
+
+# ---- from matched lines to findings -------------------------------------------------------------------
+@dataclass(frozen=True)
+class XidEvent:
+    line: int  # 0-based
+    code: int
+    gpu: str
+    message: str
+    recovery_action: str | None = None
 
 
 def _confidence(x: XidInfo, count: int) -> float:
-    base = {"critical": 0.85, "high": 0.7, "medium": 0.5, "low": 0.3}[x.severity]
+    if not x.listed:
+        return 0.3
+    if x.node_benign:
+        return 0.6
+    base = {"critical": 0.85, "warning": 0.6, "info": 0.4}[x.severity]
+    if x.incident is None:
+        base = min(base, 0.55)
     return base + (0.05 if count > 1 else 0.0)
 
 
-def parse(text: str, name: str) -> Finding | None:
-    if "NVRM" not in text:
-        return None
-    events: list[tuple[int, int, str, str]] = []  # (line, code, pci, message)
-    recovery: str | None = None
-    last_pci = "?"
-    for i, line in enumerate(split_lines(text)):
-        if "NVRM" not in line:
-            continue
-        m = _XID.search(line)
-        if m:
-            events.append((i, int(m.group("code")), m.group("pci"), m.group("msg").strip()))
-            r = _RECOVERY.search(line)
-            if r:
-                recovery = r.group("new").strip()
-            continue
-        fm = _FELL_OFF.search(line)
-        if fm:
-            last_pci = fm.group("pci")
-        # The prose form repeats an Xid 79 already logged; count it only when no Xid line reported the loss.
-        if "fallen off the bus" in line and not any(code == 79 for _, code, _, _ in events):
-            events.append((i, 79, last_pci, "GPU has fallen off the bus"))
+def findings(events: Sequence[XidEvent], name: str) -> list[Finding]:
+    """One finding per Xid code (application faults share one "xid_app_fault" finding)."""
     if not events:
-        return None
-    counts = Counter(code for _, code, _, _ in events)
-    codes = sorted(counts)
-    worst = max(codes, key=lambda c: (SEVERITY_RANK[info(c).severity], info(c).incident is not None, counts[c]))
-    wi = info(worst)
+        return []
+    counts = Counter(e.code for e in events)
     by_gpu: dict[str, list[int]] = {}
-    for _, code, pci, _ in events:
-        by_gpu.setdefault(pci, [])
-        if code not in by_gpu[pci]:
-            by_gpu[pci].append(code)
-    facts: dict[str, object] = {
-        "xids": {str(c): counts[c] for c in codes},
-        "worst": {
-            "code": wi.code,
-            "meaning": wi.meaning,
-            "severity": wi.severity,
-            "action": wi.action,
-            "scope": wi.scope,
-        },
-        "gpus": by_gpu,
-        "last_message": events[-1][3][:200],
-    }
-    if recovery:
-        facts["recovery_action"] = recovery
-    evidence = [i for i, code, _, _ in events if code == worst] or [i for i, _, _, _ in events]
-    if set(codes) <= APP_FAULT_CODES:
-        # Only process-scoped faults: the application crashed the context (bad kernel, illegal address).
-        facts["reading"] = "process-scoped application faults only (Xid 13/31/43/45): software, not hardware"
-        return Finding(
-            file=name,
-            kind="xid_app_fault",
-            benign=True,
-            incident_hint=None,
-            confidence=0.6,
-            facts=facts,
-            lines=line_numbers(evidence),
-            parser="xid",
-        )
-    return Finding(
-        file=name,
-        kind=f"xid_{worst}",
-        benign=False,
-        incident_hint=wi.incident,
-        confidence=_confidence(wi, counts[worst]) if wi.incident else 0.6,
-        facts=facts,
-        lines=line_numbers(evidence),
-        parser="xid",
-    )
+    for e in events:
+        codes = by_gpu.setdefault(e.gpu, [])
+        if e.code not in codes:
+            codes.append(e.code)
+    recovery = next((e.recovery_action for e in reversed(events) if e.recovery_action), None)
+    shared = compact({"xids": {str(c): counts[c] for c in sorted(counts)}, "gpus": by_gpu,
+                      "recovery_action": recovery})
+    out: list[Finding] = []
+    app = sorted(c for c in counts if info(c).node_benign)
+    if app:
+        lines = [e.line for e in events if e.code in app]
+        facts = {**shared, "codes": app, "reading": "process-scoped application faults (e.g. Xid 13/31/43/45): "
+                 "software, not the GPU; the node is fine"}
+        out.append(Finding(name, "xid_app_fault", True, None, 0.6, facts, line_numbers(lines), "xid",
+                           severity="info", category="benign"))
+    for code in sorted(counts):
+        x = info(code)
+        if x.node_benign:
+            continue
+        evs = [e for e in events if e.code == code]
+        facts = {**shared, "worst": {"code": x.code, "meaning": x.meaning, "severity": x.severity,
+                                     "action": x.action, "scope": x.scope},
+                 "action": x.action_text, "last_message": evs[-1].message[:200]}
+        benign = x.category == "benign"
+        hint, category, severity, conf = x.incident, x.category, x.severity, _confidence(x, counts[code])
+        action = next((e.recovery_action for e in reversed(evs) if e.recovery_action), None)
+        if code == RECOVERY_ACTION_XID and action and _needs_recovery(action):
+            # Xid 154 says what the GPU now needs; a reset or a reboot is the GPU-hardware path.
+            benign, hint, category, severity, conf = False, "gpu-ecc", "gpu-hardware", "warning", 0.6
+            facts["action"] = f"the driver asks for: {action}; " + ACTION_TEXT["reboot_node"]
+        out.append(Finding(name, f"xid_{code}", benign, hint, conf, facts, line_numbers(e.line for e in evs), "xid",
+                           severity="info" if benign else severity, category=category))
+    return out
+
+
+RECOVERY_ACTION_XID = 154
+
+
+def _needs_recovery(action: str) -> bool:
+    a = action.lower()
+    return any(w in a for w in ("reset", "reboot", "drain"))

@@ -9,7 +9,11 @@ pod's GPU (gpu-ecc); mismatches spread over every pod of one revision point at t
 Metrics (a prometheus_client registry, rendered by `GoldenProber.render()`):
 `llm_oncall_probe_requests_total{pod,revision}` (probes answered and compared),
 `llm_oncall_probe_mismatches_total{pod,revision}` (answers that differ from the reference),
-`llm_oncall_probe_errors_total{pod,revision}` (no answer: refused, timed out, non-200).
+`llm_oncall_probe_errors_total{pod,revision}` (no answer: refused, timed out, non-200),
+`llm_oncall_probe_garbage_total{pod,revision}` (answers that are garbage, not merely different: loops,
+special tokens, control characters, script soup, empty; counted when the prober is given a ``garbage``
+measure — the evidence layer's ``evidence.outputs.is_garbage``, passed in by the caller because the probe
+sidecar imports only ``signals``).
 
 References file: `{"version": 1, "max_tokens": N, "models": {model: {prompt: answer}}}`.
 When recording, each prompt's reference is the answer most pods agree on, so one bad pod
@@ -98,8 +102,11 @@ class GoldenProber:
     """Compares answers with references and keeps the counters (one instance per prober process)."""
 
     def __init__(self, refs: Refs | None = None, prompts: Iterable[str] = GOLDEN_PROMPTS,
-                 max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+                 max_tokens: int = DEFAULT_MAX_TOKENS,
+                 garbage: Callable[[str, str], bool] | None = None) -> None:
         self.refs: Refs = {m: dict(a) for m, a in (refs or {}).items()}
+        self.garbage_measure = garbage
+        """(prompt, answer) → True when the answer is garbage; None: not measured."""
         self.prompts = tuple(prompts)
         self.max_tokens = max_tokens
         self.registry = CollectorRegistry(auto_describe=True)
@@ -111,6 +118,8 @@ class GoldenProber:
                                   registry=self.registry)
         self.errors = Counter("llm_oncall_probe_errors", "Golden-prompt probes without an answer", labels,
                               registry=self.registry)
+        self.garbage = Counter("llm_oncall_probe_garbage", "Golden-prompt answers that are garbage (loops, special "
+                               "tokens, control characters, script soup, empty)", labels, registry=self.registry)
 
     def prompts_for(self, model: str) -> tuple[str, ...]:
         """The prompts with a reference for `model` (all prompts when recording)."""
@@ -131,6 +140,8 @@ class GoldenProber:
             self.errors.labels(pod, revision).inc()
             return Outcome(pod, revision, prompt, answer, None, f"no reference for model {model!r}")
         self.requests.labels(pod, revision).inc()
+        if self.garbage_measure is not None and self.garbage_measure(prompt, answer):
+            self.garbage.labels(pod, revision).inc()
         if ref is None:
             return Outcome(pod, revision, prompt, answer, None)
         match = normalize(answer) == normalize(ref)

@@ -1,0 +1,489 @@
+"""Sampled model outputs: is this garbage, and how much of it per revision.
+
+``garbage(text, prompt, token_ids)`` measures one output: a loop (one unit repeated to the end), one
+character filling the output (``!!!!!!``), special/reserved tokens in the text, control and replacement
+characters, mixed-script soup, a script other than the prompt's, empty text, constant token ids. The same
+measure serves the golden prober (``GoldenProber(garbage=is_garbage)``) and the diagnosis' quality proxies
+for ``bad-model-rollout`` (``measure(samples)`` → per-revision garbage rate; a file of outputs gives a
+``garbage_outputs`` finding with hint bad-model-rollout that the diagnosis reads as ``log_bad_model_rollout``).
+
+``parse`` reads files of outputs: JSON/JSONL of OpenAI completion or chat responses (or records with
+``prompt``/``output``/``revision``), vLLM request logs (``Generated response <id>: output: '...',
+output_token_ids: [...]``) and the offline examples' ``Prompt: '...', Generated text: '...'`` lines; plain
+text is taken as one output only when it does not look like a log or command output, and then yields a
+finding only when it is garbage.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_oncall.evidence.model import Finding, compact, line_numbers, split_lines
+
+MAX_TEXT = 200_000
+MIN_LOOP_REPEATS = 6
+MIN_LOOP_CHARS = 40
+GARBAGE_RATE_ALERT = 0.2
+
+_SPECIAL = re.compile(
+    r"<\|reserved_special_token_\d{1,6}\|>|<\|[a-z][a-z_]{1,30}\|>|<unk>|<pad>|\[PAD\]|\[UNK\]|<extra_id_\d{1,4}>"
+    r"|<unused\d{1,5}>|\[unused\d{1,5}\]|<0x[0-9A-F]{2}>|</?s>"
+)
+# Chat-template role markers leaking into the text (ChatGLM's "<|assistant|>", decoded as "|assistant|" too).
+_ROLES = r"(?:assistant|user|system|observation)"
+_ROLE = re.compile(rf"<\|{_ROLES}\|>|(?<![<|])\|{_ROLES}\|(?![>|])")
+_RESERVED = re.compile(
+    r"reserved_special_token|<unused\d|\[unused\d|<extra_id_|<unk>|\[UNK\]|<pad>|\[PAD\]|<0x[0-9A-F]{2}>")
+_LANGUAGE_ASKED = re.compile(
+    r"translat|language|\b(?:in|into|to) (?:english|chinese|mandarin|japanese|korean|russian|arabic|hebrew|hindi|"
+    r"greek|thai|french|german|spanish|ukrainian|vietnamese|persian|turkish)\b|中文|日本語|한국어|русск",
+    re.IGNORECASE,
+)
+_CJK_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"})
+_NOT_A_SCRIPT = frozenset({"MATHEMATICAL", "MODIFIER", "FULLWIDTH", "HALFWIDTH", "CIRCLED", "PARENTHESIZED",
+                           "SUPERSCRIPT", "SUBSCRIPT", "COMBINING", "NKO"})
+# Latin mixes with Greek (α-helix, Δx) and with the CJK family (使用GPU) in normal text.
+_MIX_OK = frozenset({frozenset({"LATIN", "GREEK"})})
+
+
+@dataclass(frozen=True)
+class Garbage:
+    garbage: bool
+    reasons: tuple[str, ...] = ()
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+def _script(ch: str) -> str | None:
+    if not ch.isalpha():
+        return None
+    try:
+        first = unicodedata.name(ch).split(" ", 1)[0]
+    except ValueError:
+        return None
+    if first in _NOT_A_SCRIPT:
+        return None
+    return "CJK" if first in _CJK_FAMILY else first
+
+
+def _scripts(text: str) -> Counter[str]:
+    return Counter(s for ch in text for s in [_script(ch)] if s)
+
+
+def _loop(text: str) -> tuple[str, int] | None:
+    """(unit, repeats) when the text ends in one unit repeated back to back, covering most of it."""
+    t = " ".join(text.split())
+    n = len(t)
+    for p in range(1, min(64, n // MIN_LOOP_REPEATS) + 1):
+        unit = t[n - p:]
+        k = 1
+        while k * p + p <= n and t[n - (k + 1) * p: n - k * p] == unit:
+            k += 1
+        covered = k * p
+        if k >= MIN_LOOP_REPEATS and covered >= MIN_LOOP_CHARS and covered >= 0.5 * n and unit.strip():
+            return unit, k
+        if k >= 8 and covered >= 120 and unit.strip():  # a late loop that runs to the end (max_tokens)
+            return unit, k
+        if k >= 20 and unit.strip():
+            return unit, k
+    return None
+
+
+def _word_loop(text: str) -> float:
+    words = text.split()
+    if len(words) < 40:
+        return 1.0
+    return len(set(words)) / len(words)
+
+
+NGRAM = 4
+# 150-word chunks of this repository's docs, code and YAML (491 of them) repeat at most 20% of their 4-grams
+# (median 0): 0.3 keeps a margin above healthy text, including code and JSON.
+REPEATED_NGRAM_SHARE = 0.3
+
+
+def _repeated_ngrams(text: str) -> float:
+    """Share of word 4-grams seen earlier in the same output: a phrase loop that varies a little still
+    repeats its 4-grams; normal prose, code and JSON repeat few (punctuation-only words are skipped)."""
+    words = [w.lower() for w in text.split() if any(ch.isalnum() for ch in w)]
+    if len(words) < 30:
+        return 0.0
+    seen: set[tuple[str, ...]] = set()
+    repeats = 0
+    total = 0
+    for i in range(len(words) - NGRAM + 1):
+        g = tuple(words[i:i + NGRAM])
+        total += 1
+        if g in seen:
+            repeats += 1
+        seen.add(g)
+    return repeats / total if total else 0.0
+
+
+def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | None = None) -> Garbage:
+    """Measures one output; ``garbage`` when any reason holds. Never raises."""
+    text = text[:MAX_TEXT] if isinstance(text, str) else ""
+    reasons: list[str] = []
+    scores: dict[str, float] = {}
+    visible = "".join(text.split())
+    if token_ids and len(token_ids) >= 4 and len(set(token_ids)) == 1:
+        reasons.append("constant_token_ids")
+        scores["token_id"] = float(token_ids[0])
+    if not visible:
+        reasons.append("empty")
+        return Garbage(True, tuple(reasons), scores)
+    top, top_n = Counter(visible).most_common(1)[0]
+    whole = len(visible) >= 4 and top_n == len(visible)
+    most = top_n >= 10 and top_n / len(visible) >= 0.5 and re.search(re.escape(top) * 10, visible) is not None
+    if not top.isalnum() and (whole or most):
+        reasons.append("one_character")  # "!!!!!!!!": one symbol fills the output
+    elif not any(ch.isalnum() for ch in visible) and not _is_json(text):
+        reasons.append("no_words")  # nothing but punctuation and symbols: ", , ,"
+    loop = _loop(text)
+    if loop is not None and "one_character" not in reasons:
+        reasons.append("repetition")
+        scores["loop_repeats"] = float(loop[1])
+    elif _word_loop(text) < 0.15 or _repeated_ngrams(text) >= REPEATED_NGRAM_SHARE:
+        reasons.append("repetition")
+    specials = _SPECIAL.findall(text) + _ROLE.findall(text)
+    reserved = [s for s in specials if _RESERVED.search(s)]
+    if reserved or len(specials) >= 3:
+        reasons.append("special_tokens")
+        scores["special_tokens"] = float(len(specials))
+    controls = sum(1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r")
+    replacement = text.count("\ufffd")
+    if controls >= 3 or (controls and controls / len(text) >= 0.01):
+        reasons.append("control_characters")
+        scores["control_characters"] = float(controls)
+    if replacement >= 3 or (replacement and replacement / len(text) >= 0.02):
+        reasons.append("replacement_characters")
+        scores["replacement_characters"] = float(replacement)
+    scripts = _scripts(text)
+    letters = sum(scripts.values())
+    if letters >= 12 and _soup(text, scripts):
+        reasons.append("mixed_scripts")
+    if prompt and letters >= 20 and not _LANGUAGE_ASKED.search(prompt):
+        asked = _scripts(prompt)
+        if sum(asked.values()) >= 8:
+            want = asked.most_common(1)[0][0]
+            share = scripts.get(want, 0) / letters
+            if share < 0.2:
+                reasons.append("script_mismatch")
+                scores["prompt_script_share"] = round(share, 3)
+    return Garbage(bool(reasons), tuple(dict.fromkeys(reasons)), scores)
+
+
+def is_garbage(prompt: str, answer: str) -> bool:
+    """The golden prober's measure (``GoldenProber(garbage=is_garbage)``): is this answer garbage?"""
+    return garbage(answer, prompt).garbage
+
+
+def _soup(text: str, scripts: Counter[str]) -> bool:
+    """Script soup: many writing systems with words that glue them together, or words mixing alphabets that
+    never mix in normal text. A normal answer in Chinese with English terms (使用GPU) mixes two; a
+    translation lists several, each in words of its own."""
+    present = [s for s, n in scripts.items() if n >= 3]
+    strict = 0  # words mixing alphabets (Latin+Thai, Cyrillic+Latin, ...), Latin+Greek and Latin+CJK allowed
+    glued = 0  # words mixing any two writing systems
+    words = 0
+    for w in text.split():
+        ws = {s for ch in w for s in [_script(ch)] if s}
+        if not ws:
+            continue
+        words += 1
+        if len(ws) >= 2:
+            glued += 1
+        alphabetic = ws - {"CJK"} if "LATIN" in ws else ws
+        if len(alphabetic) >= 2 and frozenset(alphabetic) not in _MIX_OK:
+            strict += 1
+    if len(present) >= 3 and glued >= 3:
+        return True
+    return strict >= 3 and strict / max(words, 1) >= 0.2
+
+
+# ---- samples --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sample:
+    output: str
+    prompt: str | None = None
+    revision: str = "unknown"
+    token_ids: tuple[int, ...] = ()
+    line: int = 0  # 0-based line of the file where it was read
+
+
+@dataclass
+class RevisionQuality:
+    revision: str
+    samples: int = 0
+    garbage: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    lines: list[int] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.garbage / self.samples if self.samples else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"samples": self.samples, "garbage": self.garbage, "garbage_rate": round(self.rate, 4),
+                "reasons": dict(self.reasons.most_common())}
+
+
+def measure(samples: Iterable[Sample]) -> dict[str, RevisionQuality]:
+    """Garbage per revision: the quality proxy a rollout gate or the diagnosis reads."""
+    out: dict[str, RevisionQuality] = {}
+    for s in samples:
+        q = out.setdefault(s.revision, RevisionQuality(s.revision))
+        g = garbage(s.output, s.prompt, s.token_ids)
+        q.samples += 1
+        if g.garbage:
+            q.garbage += 1
+            q.reasons.update(g.reasons)
+            q.lines.append(s.line)
+    return out
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _ints(value: object) -> tuple[int, ...]:
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return ()
+
+
+def _from_record(rec: dict[str, Any], line: int) -> list[Sample]:
+    labels: dict[str, Any] = rec["labels"] if isinstance(rec.get("labels"), dict) else {}
+    revision = str(rec.get("revision") or rec.get("model_revision") or labels.get("revision") or "")
+    body = rec.get("response") if isinstance(rec.get("response"), dict) else rec
+    prompt = rec.get("prompt")
+    if not isinstance(prompt, str):
+        msgs = (rec.get("request") or {}).get("messages") if isinstance(rec.get("request"), dict) else rec.get(
+            "messages")
+        prompt = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict)) if isinstance(
+            msgs, list) else None
+    if not revision:
+        model = body.get("model") if isinstance(body, dict) else None
+        revision = f"model:{model}" if isinstance(model, str) and model else "unknown"
+    out: list[Sample] = []
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if isinstance(choices, list):
+        for c in choices:
+            if not isinstance(c, dict):
+                continue
+            text = c.get("text")
+            if not isinstance(text, str) and isinstance(c.get("message"), dict):
+                text = c["message"].get("content")
+            if not isinstance(text, str) and isinstance(c.get("delta"), dict):
+                text = c["delta"].get("content")
+            if text is None and not _ints(c.get("token_ids")):
+                continue
+            out.append(Sample(text if isinstance(text, str) else "", prompt, revision, _ints(c.get("token_ids")),
+                              line))
+        return out
+    for key in ("output", "completion", "generated_text", "response", "text", "answer"):
+        v = rec.get(key)
+        if isinstance(v, str):
+            ids = _ints(rec.get("output_token_ids") or rec.get("token_ids"))
+            return [Sample(v, prompt, revision, ids, line)]
+    return out
+
+
+def _json_samples(text: str) -> list[Sample] | None:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return None
+    try:
+        doc = json.loads(stripped)
+    except (json.JSONDecodeError, RecursionError):
+        doc = None
+    if doc is not None:
+        recs = doc if isinstance(doc, list) else [doc]
+        got = [s for r in recs if isinstance(r, dict) for s in _from_record(r, 0)]
+        return got or None
+    got = []
+    for i, line in enumerate(split_lines(text)):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(rec, dict):
+            got.extend(_from_record(rec, i))
+    return got or None
+
+
+_SQ = r"'(?:[^'\\]|\\.){0,20000}'"
+_DQ = r'"(?:[^"\\]|\\.){0,20000}"'
+_STR = f"(?:{_SQ}|{_DQ})"  # a Python repr of a string
+_GENERATED = re.compile(r"Generated response (?P<id>\S{1,200}?)(?: \(streaming [a-z]{1,10}\))?: output: "
+                        rf"(?P<out>{_STR})(?:, output_token_ids: (?P<ids>\[[\d, ]{{0,20000}}\]|None))?")
+_RECEIVED = re.compile(rf"Received request (?P<id>\S{{1,200}}?): prompt: (?P<p>{_STR})")
+_EXAMPLE = re.compile(rf"Prompt: (?P<p>{_STR}),\s{{0,4}}Generated text: (?P<out>{_STR})")
+
+
+_GENERATED_ONLY = re.compile(rf"^\s{{0,8}}Generated text: (?P<out>{_STR})")
+# vLLM's RequestOutput repr: "RequestOutput(request_id=0, prompt='...', ... outputs=[CompletionOutput(index=0,
+# text='...', token_ids=[...], ...)"
+_REQUEST_OUTPUT = re.compile(rf"RequestOutput\(request_id=[^,]{{0,200}}, prompt=(?P<p>{_STR}|None)")
+_COMPLETION_OUTPUT = re.compile(rf"CompletionOutput\(index=\d{{1,4}}, text=(?P<out>{_STR})"
+                                r"(?:, token_ids=(?:array\('l', )?\[(?P<ids>[\d, ]{0,20000})\])?")
+# An OpenAI response cut short (no valid JSON left) or printed as a Python dict: its "content"/"text" value.
+_OPEN_SQ = r"'(?:[^'\\]|\\.){0,50000}'?"
+_OPEN_DQ = r'"(?:[^"\\]|\\.){0,50000}"?'
+_FRAGMENT = re.compile(rf"(?P<q>[\"'])(?:content|text)(?P=q)\s{{0,4}}:\s{{0,4}}(?P<v>{_OPEN_DQ}|{_OPEN_SQ})")
+
+
+def _decode_fragment(v: str) -> str:
+    quote = v[0]
+    body = v[1:-1] if len(v) > 1 and v.endswith(quote) else v[1:]
+    body = re.sub(r"\\(?:u[0-9a-fA-F]{0,3}|x[0-9a-fA-F]?)?$", "", body)  # a cut escape at the end
+    try:
+        out = json.loads('"' + body.replace('"', '\\"') + '"') if quote == '"' else ast.literal_eval(
+            "'" + body + "'")
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return body
+    return out if isinstance(out, str) else body
+
+
+def _fragment_samples(text: str) -> list[Sample] | None:
+    if "choices" not in text and "content" not in text:
+        return None
+    got = [Sample(_decode_fragment(m.group("v")), None, "unknown", (), text.count("\n", 0, m.start()))
+           for m in _FRAGMENT.finditer(text) if "choices" in text[:m.start()] or "message" in text[:m.start()]]
+    return got or None
+
+
+def _literal(s: str | None) -> str | None:
+    if not s:
+        return None
+    try:
+        v = ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return v if isinstance(v, str) else None
+
+
+def _log_samples(text: str) -> list[Sample] | None:
+    if "Generated response" not in text and "Generated text:" not in text and "CompletionOutput(" not in text:
+        return None
+    prompts: dict[str, str] = {}
+    got: list[Sample] = []
+    for i, line in enumerate(split_lines(text)):
+        if (r := _RECEIVED.search(line)) and (p := _literal(r.group("p"))) is not None:
+            prompts[r.group("id")] = p
+        elif (g := _GENERATED.search(line)) and (o := _literal(g.group("out"))) is not None:
+            ids = tuple(int(x) for x in re.findall(r"\d+", g.group("ids") or ""))[:4096]
+            rid = g.group("id")
+            got.append(Sample(o, prompts.get(rid) or prompts.get(rid.split("-", 1)[-1]), "unknown", tuple(ids), i))
+        elif (e := _EXAMPLE.search(line)) and (o := _literal(e.group("out"))) is not None:
+            got.append(Sample(o, _literal(e.group("p")), "unknown", (), i))
+        elif (e := _GENERATED_ONLY.search(line)) and (o := _literal(e.group("out"))) is not None:
+            got.append(Sample(o, None, "unknown", (), i))
+        elif "CompletionOutput(" in line:
+            rp = _REQUEST_OUTPUT.search(line)
+            prompt = _literal(rp.group("p")) if rp else None
+            for c in _COMPLETION_OUTPUT.finditer(line):
+                o = _literal(c.group("out"))
+                if o is not None:
+                    ids = tuple(int(x) for x in re.findall(r"\d+", c.group("ids") or ""))[:4096]
+                    got.append(Sample(o, prompt, "unknown", ids, i))
+    return got or None
+
+
+# Plain text that is a log or command output, not a model's answer: a timestamp or level at the start of
+# the line, a bracketed prefix, a log level anywhere, a table row.
+_LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}[\d+]|\d{4}-\d\d-\d\d[ T]|\d{1,2}:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d |"
+                      r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=])"
+                      r"|\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
+_MARKERS = ("NVRM", "NVIDIA-SMI", "Traceback", "NCCL", "DCGM", "Thread 0x", "nvidia-smi", "GPU 0", "#Entity")
+
+
+def _plain_sample(text: str) -> Sample | None:
+    if len(text) > 64 * 1024 or any(m in text for m in _MARKERS):
+        return None
+    lines = [ln for ln in split_lines(text) if ln.strip()]
+    if not lines:
+        return None
+    loglike = sum(1 for ln in lines if _LOGLIKE.match(ln))
+    if loglike / len(lines) >= 0.3:
+        return None
+    return Sample(text, None, "unknown", (), 0)
+
+
+def samples_of(text: str, plain: bool = True) -> tuple[list[Sample], str]:
+    """The outputs a file holds and the format they came in ("json", "log", "text"; empty if none)."""
+    got = _json_samples(text)
+    if got:
+        return got, "json"
+    got = _log_samples(text)
+    if got:
+        return got, "log"
+    got = _fragment_samples(text)
+    if got:
+        return got, "json"
+    one = _plain_sample(text) if plain else None
+    return ([one], "text") if one else ([], "")
+
+
+def parse(text: str, name: str) -> Finding | None:
+    """Outputs in a structured form (JSON, request logs, printed RequestOutputs)."""
+    return _finding(text, name, plain=False)
+
+
+def parse_plain(text: str, name: str) -> Finding | None:
+    """A text nothing else recognised, read as one model output: a finding only when it is garbage."""
+    return _finding(text, name, plain=True)
+
+
+def _finding(text: str, name: str, plain: bool) -> Finding | None:
+    found, fmt = samples_of(text, plain)
+    if not found:
+        return None
+    per = measure(found)
+    total = sum(q.samples for q in per.values())
+    bad = sum(q.garbage for q in per.values())
+    worst = max(per.values(), key=lambda q: (q.rate, q.garbage))
+    facts: dict[str, Any] = compact({
+        "format": fmt,
+        "samples": total,
+        "garbage": bad,
+        "garbage_rate": round(bad / total, 4) if total else 0.0,
+        "revisions": {r: q.to_json() for r, q in sorted(per.items())[:20]},
+        "worst_revision": worst.revision if len(per) > 1 else None,
+    })
+    if fmt == "text":
+        if not bad:
+            return None  # a healthy-looking text is no evidence of anything
+        g = garbage(found[0].output)
+        facts["reasons"] = list(g.reasons)
+        strong = {"one_character", "special_tokens", "constant_token_ids", "replacement_characters"}
+        conf = 0.65 if strong & set(g.reasons) or len(g.reasons) > 1 else 0.5
+        facts["reading"] = "the text is degenerate model output: " + ", ".join(g.reasons)
+        return Finding(name, "garbage_output", False, "bad-model-rollout", conf, facts, (1,), "outputs",
+                       severity="error", category="bad-output")
+    others = [q for q in per.values() if q is not worst]
+    other_rate = max((q.rate for q in others), default=0.0)
+    if worst.garbage and (worst.rate >= GARBAGE_RATE_ALERT or worst.garbage >= 3) and worst.rate > other_rate:
+        conf = min(0.85, 0.5 + 0.35 * worst.rate + (0.05 if len(per) > 1 and other_rate < worst.rate / 2 else 0))
+        facts["reasons"] = dict(worst.reasons.most_common())
+        facts["reading"] = (f"{worst.garbage} of {worst.samples} outputs of {worst.revision} are garbage "
+                            f"({', '.join(worst.reasons)})" + (f"; other revisions at most {other_rate:.0%}"
+                                                               if others else ""))
+        return Finding(name, "garbage_outputs", False, "bad-model-rollout", conf, facts, line_numbers(worst.lines),
+                       "outputs", severity="error", category="bad-output")
+    facts["reading"] = "sampled outputs look like normal text"
+    return Finding(name, "model_outputs_ok", True, None, 0.55, facts, (), "outputs", severity="info",
+                   category="benign")
