@@ -229,3 +229,26 @@ def test_config_errors_are_clear(tmp_path: Path) -> None:
     path = write_config(tmp_path, mode="approve", auth={"webhook": ["webhook-token-0123456789"]})
     with pytest.raises(ConfigError, match="nobody could approve"):
         load(path)
+
+
+def test_a_stale_diagnosis_is_rechecked_before_executing(start_service: Any) -> None:
+    svc = start_service(source=KV, mode="approve")
+    wait_for(lambda: bool(svc.store.active() and svc.store.active()["plan_id"]), 60, "an incident with a plan")
+    w = svc.watcher
+    with w.lock:  # no round runs meanwhile
+        active = svc.store.active()
+        assert active is not None and w.plan is not None
+        scale = next(a for a in w.plan.actions if a.kind == "scale_out")
+        assert svc.store.decide(active["id"], w.plan.id, scale.id, "approved", "test")
+        calls: list[int] = []
+
+        def gone() -> None:
+            calls.append(1)
+            return None  # the fresh look says the page is gone
+
+        w.recheck = gone  # type: ignore[method-assign]
+        w.last_wall = 0.0  # the diagnosis is far older than two intervals
+        w._act(active["id"])
+        assert calls == [1]
+        assert scale.status == "blocked" and "stale" in str(scale.result)
+    assert executes(svc) == {}
