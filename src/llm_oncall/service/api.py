@@ -12,15 +12,33 @@ import hmac
 import json
 import re
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from llm_oncall.incidents import StoreError
+from llm_oncall.actions.ledger import Ledger
+from llm_oncall.incidents import IncidentStore, StoreError
+from llm_oncall.service.config import ServiceConfig
+from llm_oncall.service.telemetry import Log, Metrics
+from llm_oncall.service.watch import Watcher
 from llm_oncall.service.webhook import Webhook
 
-if TYPE_CHECKING:
-    from llm_oncall.service.app import Service
+
+class Service(Protocol):
+    """What the API needs of the service (service.app.Service)."""
+
+    cfg: ServiceConfig
+    log: Log
+    metrics: Metrics
+    store: IncidentStore
+    ledger: Ledger
+    watcher: Watcher
+
+    def refresh_counts(self) -> None: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+    def find_action(self, action_id: str) -> tuple[str, str] | None: ...
 
 _INCIDENT = re.compile(r"^/api/v1/incidents/([A-Za-z0-9._-]{1,80})$")
 _ACTION = re.compile(r"^/api/v1/actions/([A-Za-z0-9._-]{1,80})/(approve|reject)$")
