@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
 from typing import Any
 
-from llm_oncall.actions import execute
+from llm_oncall.actions import execute, verify
 from llm_oncall.actions.kube import KubeError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Plan
@@ -27,6 +28,8 @@ from llm_oncall.service.sources import Feed
 from llm_oncall.service.telemetry import Log, Metrics
 
 PENDING = ("planned", "dry_run")
+RECOVERED_ROUNDS = 2
+"""Consecutive rounds with the incident's recovery signal back (actions/verify.py) before it counts as mitigated."""
 
 
 class Watcher:
@@ -52,6 +55,9 @@ class Watcher:
         self.plan: Plan | None = None
         self.plan_incident: str | None = None
         self.thread: threading.Thread | None = None
+        self.observed: deque[dict[str, Any]] = deque(maxlen=400)
+        self.baselines: dict[str, float | None] | None = None
+        self.recovered_streak = 0
 
     # ---- life ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -111,6 +117,8 @@ class Watcher:
             d = self.pilot.step() if len(self.pilot.store.times()) >= 2 else None
         if d is not None:
             self.last, self.last_wall = d, time.time()
+            if self.pilot.features:
+                self.observed.append(verify.observe(self.pilot.features[-1], self.pilot.snapshots[-1]))
         return d
 
     def recheck(self) -> Diagnosis | None:
@@ -132,10 +140,9 @@ class Watcher:
             iid = active["id"]
             if self.store.set_diagnosis(iid, d.to_json()):
                 self.log.info("diagnosis", incident_id=iid, incident=d.incident, confidence=round(d.confidence, 3))
-            if active["status"] == "mitigated":
-                self.store.set_status(iid, "open", "watch", f"symptoms back: {d.incident}")
             self._plan(active, d)
             self._act(iid)
+            self._verify(iid, d)
             return
         if active is None:
             return
@@ -150,6 +157,26 @@ class Watcher:
             self.store.set_status(iid, "resolved", "watch", f"no page for {self.green} rounds and no firing alert")
             self.log.info("incident resolved", incident_id=iid)
             self.plan, self.plan_incident = None, None
+
+    def _verify(self, iid: str, d: Diagnosis) -> None:
+        """The page may go on after a fix (demand is still doubled; the capacity now absorbs it): the incident is
+        mitigated when its recovery signal is back for RECOVERED_ROUNDS rounds, open again when it is lost."""
+        status = (self.store.get(iid, timeline=False) or {}).get("status")
+        acted = self.plan is not None and any(a.status == "executed" for a in self.plan.actions)
+        if status not in ("open", "mitigating", "mitigated") or not acted or self.baselines is None \
+                or not self.observed:
+            return
+        ok = verify.recovered(d.incident, self.observed[-1], self.baselines)
+        self.recovered_streak = self.recovered_streak + 1 if ok else 0
+        sig = verify.signals(d.incident)
+        detail = {s.name: {"value": s.value(self.observed[-1]), "baseline": self.baselines.get(s.name)} for s in sig}
+        if status in ("open", "mitigating") and self.recovered_streak >= RECOVERED_ROUNDS:
+            self.store.set_status(iid, "mitigated", "watch", f"recovery signal back for {self.recovered_streak} rounds")
+            self.store.event(iid, "verification", "watch", {"verdict": "helped", "signals": detail,
+                                                            "detail": "; ".join(s.doc for s in sig)})
+        elif status == "mitigated" and not ok:
+            self.store.set_status(iid, "open", "watch", f"symptoms back: {d.incident}")
+            self.store.event(iid, "verification", "watch", {"verdict": "relapsed", "signals": detail})
 
     def _plan(self, active: dict[str, Any], d: Diagnosis) -> None:
         iid = active["id"]
@@ -170,6 +197,10 @@ class Watcher:
             self.log.error("planning failed: the cluster's API", error=str(exc))
             return
         self.plan = plan
+        # baselines of the recovery signals from before the page (minus two minutes: onset precedes the page)
+        self.baselines = {s.name: verify.baseline(list(self.observed), s, d.t - 120.0)
+                          for s in verify.signals(d.incident)}
+        self.recovered_streak = 0
         self.store.set_plan(iid, plan.id, {"plan_id": plan.id, "incident": plan.incident, "actions": [
             {"id": a.id, "kind": a.kind, "target": a.target.ref(), "dry_run": a.dry_run.model_dump() if a.dry_run
              else None, "guard": a.guard.model_dump() if a.guard else None} for a in plan.actions],
