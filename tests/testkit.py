@@ -85,3 +85,19 @@ def run_prometheus(tmp: Path, scrape_configs: str) -> Iterator[str]:
             proc.kill()
             proc.wait(timeout=5)
         log.close()
+
+
+KUBECTL = shutil.which("kubectl")
+
+
+def kubectl(kubeconfig: Path, *args: str) -> str:
+    """Run the real kubectl (an argv list, never a shell) against `kubeconfig`; its stdout. Skips without kubectl
+    (fails on CI, where it must be there)."""
+    if KUBECTL is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is missing on a CI machine")
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir",
+                          str(kubeconfig.parent / "kube-cache"), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

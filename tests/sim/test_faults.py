@@ -165,7 +165,8 @@ def test_long_context_starvation() -> None:
     base = tl.gw_delta("gateway_requests_received_total", 60, AT) / (AT - 60)
     after = tl.gw_delta("gateway_requests_received_total", 210, 300) / 90
     assert 0.75 < after / base < 1.3  # request rate flat
-    assert all(tl.gauge_max("vllm:kv_cache_usage_perc", t) > 0.95 for t in (255, 270, 285, 300))
+    kv = [tl.gauge_max("vllm:kv_cache_usage_perc", t) for t in (255, 270, 285, 300)]
+    assert min(kv) > 0.9 and sum(v > 0.95 for v in kv) >= 3  # a few long requests hold the KV cache
 
     def mean(metric: str, t0: float, t1: float) -> float:
         return tl.fleet_delta(f"{metric}_sum", t0, t1) / max(1.0, tl.fleet_delta(f"{metric}_count", t0, t1))

@@ -286,6 +286,8 @@ def handler(a: Action, sleep: Callable[[float], None] = time.sleep) -> Handler:
         return gateway.CanaryWeight() if a.target.kind == "HTTPRoute" else RolloutUndo()
     if a.kind == "evict_pods":
         return Evict(sleep)
+    if a.kind == "gateway_route_long_prompts":
+        return gateway.LlmdLengthRouting(sleep)
     return HANDLERS[a.kind]()
 
 

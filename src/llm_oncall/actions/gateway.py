@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from llm_oncall.actions.kube import Kube, KubeError
@@ -142,29 +144,53 @@ class SimGatewayCap:
 
 
 class LlmdLengthRouting:
-    """llm-d's context-length-aware scorer: label a long-context pool `min-max` and the rest `0-threshold`."""
+    """llm-d's context-length-aware scorer: label a long-context pool `min-max` and every other pod of the workload
+    `0-threshold` (with filtering an unlabelled pod accepts any length, so new replicas are labelled too)."""
 
-    def _labels(self, a: Action) -> dict[str, str]:
+    def __init__(self, sleep: Callable[[float], None] = time.sleep, wait_s: float = 10.0) -> None:
+        self.sleep = sleep
+        self.wait_s = wait_s
+
+    def _labels(self, kube: Kube, a: Action, wait: bool = False) -> dict[str, str]:
         lo, hi = int(a.params["threshold_tokens"]), int(a.params["max_tokens"])
         out = {p: f"{lo}-{hi}" for p in a.params["long_pool"]}
         out.update({p: f"0-{lo}" for p in a.params["short_pool"]})
+        selector = a.params.get("selector")
+        if selector:
+            for pod in self._workload_pods(kube, a, selector, wait):
+                out.setdefault(pod, f"0-{lo}")
         return out
 
+    def _workload_pods(self, kube: Kube, a: Action, selector: dict[str, str], wait: bool) -> list[str]:
+        """The workload's live pods; with `wait`, until there are as many as its replicas (the ReplicaSet
+        controller creates a scale-out's pods a moment after the write)."""
+        want = 0
+        if wait and a.target.kind in ("Deployment", "LeaderWorkerSet"):
+            want = int(kube.get(a.target.kind, a.target.name, a.target.namespace)["spec"].get("replicas") or 0)
+        waited = 0.0
+        while True:
+            pods = [p["metadata"]["name"] for p in kube.list("Pod", a.target.namespace, selector)
+                    if not p["metadata"].get("deletionTimestamp")]
+            if len(pods) >= want or waited >= self.wait_s:
+                return pods
+            self.sleep(0.5)
+            waited += 0.5
+
     def check(self, kube: Kube, a: Action) -> None:
-        for p in self._labels(a):
+        for p in (*a.params["long_pool"], *a.params["short_pool"]):
             kube.get("Pod", p, a.target.namespace)
 
     def apply(self, kube: Kube, a: Action, dry_run: bool) -> Any:
         # the long pool first: the scorer filters only once some pod claims the long range
         done = []
-        for pod, value in self._labels(a).items():
+        for pod, value in self._labels(kube, a, wait=not dry_run).items():
             kube.patch("Pod", pod, {"metadata": {"labels": {CONTEXT_RANGE: value}}}, "merge", a.target.namespace,
                        dry_run)
             done.append(pod)
         return {"labelled": done}
 
     def landed(self, kube: Kube, a: Action) -> bool:
-        for pod, value in self._labels(a).items():
+        for pod, value in self._labels(kube, a).items():
             labels = kube.get("Pod", pod, a.target.namespace)["metadata"].get("labels") or {}
             if labels.get(CONTEXT_RANGE) != value:
                 return False

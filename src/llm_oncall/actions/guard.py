@@ -49,7 +49,8 @@ DRILL_POLICY = Policy(
     auto={"kv-capacity": ["scale_out", "gateway_cap_max_tokens"], "engine-hang": ["restart_group", "taint_node"],
           "prefix-cache-drop": ["config_rollback"], "retry-storm": ["gateway_rate_limit", "scale_out"],
           "bad-model-rollout": ["rollback"], "gpu-ecc": ["cordon_node", "evict_pods"],
-          "cuda-graph-crash": ["set_engine_args"], "long-context-starvation": ["gateway_route_long_prompts"]},
+          "cuda-graph-crash": ["set_engine_args"],
+          "long-context-starvation": ["scale_out", "gateway_route_long_prompts"]},
     # The drill fleets run on one or two nodes with a cluster autoscaler: cordoning the node with the bad GPU is
     # the point, so the node-fraction cap is relaxed here (never in the default policy).
     caps=Caps(cordon_max_fraction=1.0), max_diagnosis_age_s=30.0, verify_window_s=240.0)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_oncall.actions import pools
 from llm_oncall.actions.gateway import CONTEXT_RANGE, SIM_GATEWAY_CONFIGMAP
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
@@ -227,17 +228,47 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
     if kind == "rate_limit":
         return [_rate_limit(kube, ns, snapshots)]
     if kind == "route_by_length":
-        pods = sorted(p["metadata"]["name"] for p in kube.list("Pod", ns, _selector(scope)))
-        n_long = max(1, math.ceil(len(pods) * 0.25))
-        threshold = int(params.get("threshold_tokens", 16384))
-        target = wl or Target(kind="Namespace", namespace="", name=ns)
-        return [Action(id="", kind="gateway_route_long_prompts", target=target,
-                       params={"threshold_tokens": threshold, "max_tokens": 131072, "long_pool": pods[-n_long:],
-                               "short_pool": pods[:-n_long], "label": CONTEXT_RANGE},
-                       revert={"remove_label": CONTEXT_RANGE},
-                       why=f"prompts > {threshold} tokens to a long-context pool of {n_long} pod(s) (llm-d "
-                           "context-length-aware scorer)")]
+        return _route_by_length(kube, scope, params, snapshots)
     return None
+
+
+def _route_by_length(kube: Kube, scope: Scope, params: dict[str, Any],
+                     snapshots: Sequence[Snapshot]) -> list[Action]:
+    """A dedicated long-context pool (llm-d labels): sized by the long prompts' share of the prompt tokens, carved
+    from Ready pods at once and replaced in the short pool by as many new replicas."""
+    ns, wl = scope.namespace, scope.workload_target
+    pods = sorted(p["metadata"]["name"] for p in kube.list("Pod", ns, _selector(scope))
+                  if _ready(p) and not p["metadata"].get("deletionTimestamp"))
+    if not pods:
+        raise KubeError(404, "NotFound", "no Ready pod of the workload to form a long-context pool", "list",
+                        "pods", ns)
+    threshold = int(params.get("threshold_tokens", 16384))
+    share = pools.long_share(snapshots, threshold)
+    n_long = min(pools.long_pool_size(len(pods), share), max(1, len(pods) - 1))
+    sized = (f"{share.tokens:.0%} of the prompt tokens are in prompts > {threshold} ({share.requests:.1%} of "
+             f"{share.window_requests:.0f} requests) ×{pools.HEADROOM} headroom" if share is not None
+             else "no prompt-length histogram: a quarter of the pods")
+    out: list[Action] = []
+    if wl is not None and scope.workload is not None:
+        cur = int(scope.workload["spec"]["replicas"])
+        out.append(Action(id="", kind="scale_out", target=wl, params={"replicas": cur + n_long, "from": cur},
+                          precondition={"replicas": cur}, revert={"replicas": cur},
+                          why=f"{wl.kind} {wl.name}: {cur} → {cur + n_long} replicas: the long-context pool is "
+                              f"dedicated, so the short pool gets its {n_long} pod(s) back"))
+    out.append(Action(id="", kind="gateway_route_long_prompts",
+                      target=wl or Target(kind="Namespace", namespace="", name=ns),
+                      params={"threshold_tokens": threshold, "max_tokens": 131072, "long_pool": pods[-n_long:],
+                              "short_pool": pods[:-n_long], "selector": _selector(scope), "label": CONTEXT_RANGE},
+                      revert={"remove_label": CONTEXT_RANGE},
+                      why=f"prompts > {threshold} tokens to a long-context pool of {n_long} pod(s) ({sized}); every "
+                          "other pod of the workload, new replicas included, labelled short (llm-d "
+                          "context-length-aware scorer with filtering; an unlabelled pod accepts any length)"))
+    return out
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 def _feature(snapshots: Sequence[Snapshot], d: Diagnosis, name: str) -> float | None:

@@ -155,6 +155,10 @@ class Actuator:
                 k.patch("ConfigMap", t.name, {"data": {"max_tokens_cap": "0"}}, "merge", t.namespace)
             elif a.kind == "gateway_rate_limit":
                 k.delete("BackendTrafficPolicy", t.name, t.namespace)
+            elif a.kind == "gateway_route_long_prompts" and isinstance(a.result, dict):
+                for pod in a.result.get("labelled") or []:
+                    k.patch("Pod", pod, {"metadata": {"labels": {gateway.CONTEXT_RANGE: None}}}, "merge",
+                            t.namespace)
             else:
                 return "no revert exists for this action"
         except KubeError as exc:

@@ -11,7 +11,16 @@ from typing import Annotated, Any
 import typer
 
 from llm_oncall.cli import common
-from llm_oncall.cli.common import JsonOpt, RunbooksOpt, TargetOpt, console, fail, print_json
+from llm_oncall.cli.common import (
+    DcgmOpt,
+    JsonOpt,
+    RunbooksOpt,
+    TargetOpt,
+    TargetsFileOpt,
+    console,
+    fail,
+    print_json,
+)
 
 app = typer.Typer(help="Plan and apply guarded emergency fixes through the Kubernetes API.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -51,6 +60,8 @@ def _kube(kubeconfig: Path | None, namespace: str | None) -> Any:
 def plan_cmd(
     replay: Annotated[Path | None, typer.Option(help="A capture bundle directory.")] = None,
     target: TargetOpt = [],  # noqa: B006 — Typer reads the default
+    dcgm: DcgmOpt = [],  # noqa: B006
+    targets_file: TargetsFileOpt = [],  # noqa: B006
     prometheus: Annotated[str | None, typer.Option(help="Prometheus base URL.")] = None,
     selector: Annotated[str, typer.Option(help='Label matchers for Prometheus, e.g. job="vllm".')] = "",
     kubeconfig: KubeconfigOpt = None,
@@ -75,8 +86,9 @@ def plan_cmd(
 
     if mode not in ("propose", "approve", "auto"):
         raise fail("--mode is propose, approve or auto")
-    if sum(x for x in (bool(target), prometheus is not None, replay is not None)) != 1:
-        raise fail("give exactly one of --target, --prometheus or --replay")
+    live = bool(target or targets_file)
+    if sum(x for x in (live, prometheus is not None, replay is not None)) != 1:
+        raise fail("give exactly one of --target/--targets-file, --prometheus or --replay")
     registry = common.registry(runbooks)
     try:
         if replay is not None:
@@ -89,7 +101,7 @@ def plan_cmd(
             diagnosis = _replay(pilot, ps.collect())
         else:
             pilot = Autopilot(interval, registry)
-            diagnosis = _live(pilot, _targets(target, [], []), interval, samples, None)
+            diagnosis = _live(pilot, _targets(target, dcgm, targets_file), interval, samples, None)
     except (BundleError, PrometheusError, ValueError) as exc:
         raise fail(str(exc)) from exc
     if diagnosis is None:

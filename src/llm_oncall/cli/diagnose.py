@@ -24,8 +24,8 @@ from llm_oncall.cli.common import (
 )
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
-from llm_oncall.diagnosis.features import Slo
 from llm_oncall.diagnosis.report import report
+from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.evidence.classify import classify_file
 from llm_oncall.signals.bundle import BundleError, BundleWriter, ReplaySource
 from llm_oncall.signals.prometheus import PrometheusError, PrometheusSource

@@ -9,7 +9,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from llm_oncall.diagnosis.engine import Diagnosis, diagnose
-from llm_oncall.diagnosis.features import RECENT, Features, Slo, compute
+from llm_oncall.diagnosis.features import RECENT, Features, compute
+from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.evidence.classify import classify_text
 from llm_oncall.evidence.model import Finding
 from llm_oncall.runbooks.loader import Registry, load_registry

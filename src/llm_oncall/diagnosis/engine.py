@@ -1,44 +1,25 @@
-"""The diagnosis engine: runbooks evaluated over features, in triage order → a Diagnosis.
+"""The diagnosis engine: symptoms first, then every runbook weighed (hypotheses.py) → a Diagnosis.
 
-A pure function of its inputs (feature history from Snapshots + evidence); no I/O.  A
-runbook pages only when its whole signature holds at each of its last `persistence`
-evaluations, so one-scrape blips never page.  When nothing holds the answer is `healthy`,
-and every runbook's failing check is listed as ruled out.
+A pure function of its inputs (feature history from Snapshots + evidence); no I/O. A runbook pages only after
+it has been a candidate for its `persistence`, so one-scrape blips never page. A red symptom that no runbook
+explains is `unknown` (it pages); with no symptom and no candidate the answer is `healthy`, and every runbook's
+failing check is listed as ruled out.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_oncall.diagnosis import hypotheses as hyp
+from llm_oncall.diagnosis import symptoms as symptom
 from llm_oncall.diagnosis.features import SOURCES as SOURCES_OF
 from llm_oncall.diagnosis.features import Features
+from llm_oncall.diagnosis.hypotheses import Hypothesis, render
 from llm_oncall.runbooks.expr import compile_expr
 from llm_oncall.runbooks.loader import Registry
 from llm_oncall.runbooks.schema import Clause, Runbook
-
-_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)(?::([<>^=+\- #0-9.,%a-zA-Z]{0,12}))?\}")
-
-
-def render(template: str, feats: Features) -> str:
-    """Fill `{feature}` / `{feature:.1f}` placeholders; only plain names, no attribute access."""
-
-    def sub(m: re.Match[str]) -> str:
-        name, spec = m.group(1), m.group(2) or ""
-        if name in feats.labels:
-            return str(feats.labels[name])
-        value = feats.get(name)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "unknown"
-        try:
-            return format(value, spec)
-        except (ValueError, TypeError):
-            return str(value)
-
-    return _PLACEHOLDER.sub(sub, template)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +31,8 @@ class EvidenceItem:
     text: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"signal": self.signal, "value": _num(self.value), "baseline": _num(self.baseline),
-                "source": self.source, "text": self.text}
+        return {"signal": self.signal, "value": symptom.json_number(self.value),
+                "baseline": symptom.json_number(self.baseline), "source": self.source, "text": self.text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +90,6 @@ class Diagnosis:
         }
 
 
-def _num(v: Any) -> Any:
-    if isinstance(v, float):
-        return None if not math.isfinite(v) else round(v, 4)
-    return v
-
-
 def _evidence(clause: Clause, feats: Features, lang: str) -> EvidenceItem:
     signal = clause.signal or next(iter(sorted(clause.expr.names())), clause.when)
     return EvidenceItem(
@@ -124,144 +99,6 @@ def _evidence(clause: Clause, feats: Features, lang: str) -> EvidenceItem:
         source=feats.sources.get(signal, clause.when),
         text=render(clause.text.get(lang), feats),
     )
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    """One runbook weighed against the features: how well its signature fits, and since when."""
-
-    runbook: Runbook
-    fit: float
-    """Weight share of the signature's clauses that hold (unknown ones count as not holding)."""
-    coverage: float
-    """Weight share of the signature's clauses that have data."""
-    failing: tuple[tuple[Clause, bool | None], ...]
-    """Clauses that do not hold: (clause, False) refuted, (clause, None) unknown; required ones first."""
-    candidate: bool
-    """Every required clause holds and the fit reaches the runbook's min_fit."""
-    streak: int = 0
-    """Consecutive evaluations, ending now, at which it was a candidate."""
-    confidence: float = 0.0
-
-    @property
-    def severity(self) -> str:
-        return "page" if self.paging else "warn"
-
-    paging: bool = True
-
-
-def weigh(rb: Runbook, feats: Features) -> Hypothesis:
-    total = held = known = 0.0
-    failing_required: list[tuple[Clause, bool | None]] = []
-    failing_optional: list[tuple[Clause, bool | None]] = []
-    for clause in rb.signature:
-        result = clause.expr.evaluate(feats.values)
-        total += clause.weight
-        if result is not None:
-            known += clause.weight
-        if result is True:
-            held += clause.weight
-            continue
-        state = None if result is None else False
-        (failing_required if clause.required else failing_optional).append((clause, state))
-    fit = held / total if total else 0.0
-    candidate = not failing_required and fit >= rb.min_fit - 1e-9
-    return Hypothesis(rb, fit, known / total if total else 0.0, (*failing_required, *failing_optional), candidate)
-
-
-MAX_STREAK = 40
-
-
-def _streak(rb: Runbook, history: Sequence[Features]) -> int:
-    n = 0
-    for feats in reversed(history[-MAX_STREAK:]):
-        if not weigh(rb, feats).candidate:
-            break
-        n += 1
-    return n
-
-
-def _confidence(h: Hypothesis, feats: Features) -> float:
-    """Base confidence scaled by how much of the signature had data and held, plus support that holds."""
-    rb = h.runbook
-    support = sum(1 for c in rb.support if c.expr.holds(feats.values))
-    shortfall = (1.0 - h.coverage) * 0.3 + (1.0 - h.fit) * 0.3
-    return max(0.05, min(0.98, rb.base_confidence * (1.0 - shortfall) + 0.05 * support))
-
-
-def _why_not(rb: Runbook, feats: Features, lang: str) -> str:
-    h = weigh(rb, feats)
-    if not h.failing:
-        return "its signature holds but a higher-priority runbook matched first"
-    clause, state = h.failing[0]
-    names = sorted(clause.expr.names())
-    values = ", ".join(f"{n}={_fmt(feats.get(n))}" for n in names)
-    verdict = "unknown (no data)" if state is None else "not met"
-    return f"{render(clause.text.get(lang), feats)} — {verdict}: `{clause.when}` ({values})"
-
-
-def _missing(h: Hypothesis, feats: Features, lang: str, limit: int = 2) -> str:
-    out = []
-    for clause, state in h.failing[:limit]:
-        verdict = "no data" if state is None else "not met"
-        out.append(f"{render(clause.text.get(lang), feats)} ({verdict}: `{clause.when}`)")
-    return "; ".join(out)
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "unknown"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    return str(v)
-
-
-def holds(rb: Runbook, history: Sequence[Features]) -> bool:
-    """Whether ``rb`` has been a candidate for its whole persistence (no page on a one-scrape blip)."""
-    return len(history) >= rb.persistence and _streak(rb, history) >= rb.persistence
-
-
-def _ranked(history: Sequence[Features], books: Sequence[Runbook]) -> list[Hypothesis]:
-    """Every runbook weighed at the last features; persisted candidates first, in triage order, except that a
-    cause ranks before the incident it cascades into when its change came first (or at the same time)."""
-    feats = history[-1]
-    out: list[Hypothesis] = []
-    for rb in books:
-        h = weigh(rb, feats)
-        streak = _streak(rb, history) if h.candidate else 0
-        paging = rb.page_when is None or compile_expr(rb.page_when).holds(feats.values)
-        h = Hypothesis(rb, h.fit, h.coverage, h.failing, h.candidate, streak, 0.0, paging)
-        out.append(Hypothesis(rb, h.fit, h.coverage, h.failing, h.candidate, streak, _confidence(h, feats), paging))
-    persisted = [h for h in out if h.candidate and h.streak >= h.runbook.persistence]
-    rest = sorted((h for h in out if h not in persisted), key=lambda h: (-h.fit, -h.confidence, h.runbook.priority))
-    order = sorted(persisted, key=lambda h: (not h.paging, h.runbook.priority))
-    for cause in list(order):
-        for effect in [h for h in order if h.runbook.id in cause.runbook.cascades_into]:
-            if cause.streak >= effect.streak and order.index(cause) > order.index(effect):
-                order.remove(cause)
-                order.insert(order.index(effect), cause)
-    return order + rest
-
-
-def _runner_up(top: Hypothesis, ranked: Sequence[Hypothesis], feats: Features, lang: str) -> dict[str, Any] | None:
-    others = [h for h in ranked if h is not top]
-    if not others:
-        return None
-    other = max(others, key=lambda h: (h.candidate, h.fit, h.confidence))
-    separate = ""
-    if other.failing:
-        clause, state = other.failing[0]
-        verdict = "no data" if state is None else "not met"
-        separate = f"{render(clause.text.get(lang), feats)} ({verdict}: `{clause.when}`)"
-    else:
-        theirs = {o.when for o in other.runbook.signature}
-        separate = next((f"{render(c.text.get(lang), feats)} (holds only for {top.runbook.id}: `{c.when}`)"
-                         for c in top.runbook.signature if c.when not in theirs and c.expr.holds(feats.values)), "")
-    return {"incident": other.runbook.id, "confidence": round(other.confidence if other.candidate else
-                                                               other.confidence * other.fit, 3),
-            "separate_by": separate}
 
 
 STICKY_FIT = 0.5
@@ -276,7 +113,7 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
         raise ValueError("no features to diagnose")
     feats = history[-1]
     books = [rb for rb in registry.in_triage_order() if rb.id != "healthy"]
-    ranked = _ranked(history, books)
+    ranked = hyp.ranked(history, books)
     top = ranked[0] if ranked and ranked[0].candidate and ranked[0].streak >= ranked[0].runbook.persistence \
         else None
     if top is None and previous is not None and previous.pages and feats.get("symptom") is True:
@@ -300,7 +137,7 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
     for la in chosen.look_alikes:
         other = registry.get(la.incident)
         why = la.why.get(lang)
-        ruled.append(RuledOut(la.incident, f"{why} — {_why_not(other, feats, lang)}" if other else why))
+        ruled.append(RuledOut(la.incident, f"{why} — {hyp.why_not(other, feats, lang)}" if other else why))
     root = next((rc for rc in chosen.root_causes if rc.when is None or compile_expr(rc.when).holds(feats.values)),
                 None)
     pods = tuple(feats.pod_sets.get(chosen.scope_pods, ())) if chosen.scope_pods else ()
@@ -314,10 +151,10 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
     where = f" on {', '.join(pods[:4])}{'…' if len(pods) > 4 else ''}" if pods else ""
     missing = [c for c, _ in top.failing]
     if missing:
-        evidence_note = _missing(top, feats, lang)
+        evidence_note = hyp.missing(top, feats, lang)
         key = f"{key}; not seen: {evidence_note}" if key else f"not seen: {evidence_note}"
-    extra: dict[str, Any] = {"severity": top.severity, "symptoms": symptoms(feats),
-                             "runner_up": _runner_up(top, ranked, feats, lang), "fit": round(top.fit, 3)}
+    extra: dict[str, Any] = {"severity": top.severity, "symptoms": symptom.as_json(feats.values),
+                             "runner_up": hyp.runner_up(top, ranked, feats, lang), "fit": round(top.fit, 3)}
     _frozen_note(feats, extra)
     return Diagnosis(
         incident=chosen.id,
@@ -339,39 +176,10 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
     )
 
 
-SYMPTOMS: tuple[tuple[str, str, str, str], ...] = (
-    # (symptom flag, value feature, baseline feature, SLO feature)
-    ("symptom_ttft", "ttft_p99", "ttft_p99_baseline", "ttft_slo"),
-    ("symptom_itl", "itl_p99", "itl_p99_baseline", "itl_slo"),
-    ("symptom_errors", "error_share", "", ""),
-    ("symptom_throughput", "success_rate", "success_rate_baseline", ""),
-    ("symptom_availability", "pods_up", "pods_total", ""),
-)
-
-
-def symptoms(feats: Features) -> list[dict[str, Any]]:
-    """The user-facing symptoms (DESIGN §3 `symptoms`): every one, red or not, with its value and baseline."""
-    out = []
-    for flag, value, baseline, slo in SYMPTOMS:
-        out.append({"signal": value, "value": _num(feats.get(value)),
-                    "baseline": _num(feats.get(baseline)) if baseline else None,
-                    "slo": _num(feats.get(slo)) if slo else None, "red": feats.get(flag)})
-    return out
-
-
 def _frozen_note(feats: Features, extra: dict[str, Any]) -> None:
     if "baseline_frozen_at" in feats.labels:
         extra["baseline"] = {"frozen_at": float(feats.labels["baseline_frozen_at"]),
                              "why": "a symptom is red: ratios compare with the minutes before the change"}
-
-
-def _symptom_persisted(history: Sequence[Features], n: int = 2) -> bool:
-    """Red for ``n`` scrapes; 3 when only availability is red: a pod that stops answering for a scrape or two is
-    often leaving (a scale-down or rollout whose target has not left discovery yet)."""
-    only_availability = all(history[-1].get(k) is not True for k in (
-        "symptom_ttft", "symptom_itl", "symptom_errors", "symptom_throughput"))
-    n = max(n, 3) if only_availability else n
-    return len(history) >= n and all(f.get("symptom") is True for f in history[-n:])
 
 
 def _no_runbook(history: Sequence[Features], registry: Registry, books: Sequence[Runbook],
@@ -379,7 +187,7 @@ def _no_runbook(history: Sequence[Features], registry: Registry, books: Sequence
     feats = history[-1]
     said = feats.labels.get("symptoms", "")
     forming = [h for h in ranked if h.candidate]  # holds, but not yet for its persistence: named at a later scrape
-    if feats.get("symptom") is True and _symptom_persisted(history):
+    if feats.get("symptom") is True and symptom.persisted([f.values for f in history]):
         # A user-facing symptom is red and no runbook explains it: page, name the symptom and the closest runbook.
         closest = ranked[0] if ranked else None
         near = ""
@@ -387,18 +195,18 @@ def _no_runbook(history: Sequence[Features], registry: Registry, books: Sequence
         if forming:
             near = f"; forming: {forming[0].runbook.id} (holds, not yet for {forming[0].runbook.persistence} scrapes)"
         elif closest is not None:
-            near = f"; closest: {closest.runbook.id}, missing: {_missing(closest, feats, lang)}"
+            near = f"; closest: {closest.runbook.id}, missing: {hyp.missing(closest, feats, lang)}"
         if closest is not None:
             runner = {"incident": closest.runbook.id, "confidence": round(closest.confidence * closest.fit, 3),
-                      "separate_by": _missing(closest, feats, lang, limit=1)}
+                      "separate_by": hyp.missing(closest, feats, lang, limit=1)}
         evidence = tuple(EvidenceItem(s["signal"], s["value"], s["baseline"], SOURCES_OF.get(s["signal"], ""),
-                                      f"{s['signal']} is red") for s in symptoms(feats) if s["red"])
+                                      f"{s['signal']} is red") for s in symptom.as_json(feats.values) if s["red"])
         off, found = _visibly_off(feats)
         if off:
             said = f"{said}; {off}"
         evidence += found
-        ruled = tuple(RuledOut(b.id, _why_not(b, feats, lang)) for b in books)
-        extra: dict[str, Any] = {"severity": "page", "symptoms": symptoms(feats), "runner_up": runner}
+        ruled = tuple(RuledOut(b.id, hyp.why_not(b, feats, lang)) for b in books)
+        extra: dict[str, Any] = {"severity": "page", "symptoms": symptom.as_json(feats.values), "runner_up": runner}
         _frozen_note(feats, extra)
         return Diagnosis(
             incident="unknown", confidence=0.5,
@@ -412,10 +220,10 @@ def _no_runbook(history: Sequence[Features], registry: Registry, books: Sequence
         return Diagnosis(d.incident, min(d.confidence, 0.3), f"{said} at this scrape only; watching: {d.summary}",
                          d.t, d.scope_pods, d.scope_nodes, d.scope_revision, d.evidence, d.ruled_out,
                          runbook=d.runbook, title=d.title, severity="none",
-                         extra={"severity": "none", "symptoms": symptoms(feats)})
+                         extra={"severity": "none", "symptoms": symptom.as_json(feats.values)})
     return Diagnosis(d.incident, d.confidence, d.summary, d.t, d.scope_pods, d.scope_nodes, d.scope_revision,
                      d.evidence, d.ruled_out, runbook=d.runbook, title=d.title, severity="none",
-                     extra={"severity": "none", "symptoms": symptoms(feats)})
+                     extra={"severity": "none", "symptoms": symptom.as_json(feats.values)})
 
 
 def _visibly_off(feats: Features) -> tuple[str, tuple[EvidenceItem, ...]]:
@@ -439,7 +247,7 @@ def _visibly_off(feats: Features) -> tuple[str, tuple[EvidenceItem, ...]]:
 
 def _healthy(feats: Features, registry: Registry, books: Sequence[Runbook], lang: str) -> Diagnosis:
     rb = registry.get("healthy")
-    ruled = tuple(RuledOut(b.id, _why_not(b, feats, lang)) for b in books)
+    ruled = tuple(RuledOut(b.id, hyp.why_not(b, feats, lang)) for b in books)
     enough = (feats.get("history_len") or 0) >= 5
     title = rb.title.get(lang) if rb else "Healthy"
     off, evidence = _visibly_off(feats)

@@ -15,11 +15,10 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from llm_oncall.diagnosis.symptoms import P99_MIN_REQUESTS, Slo, Value, mark
 from llm_oncall.evidence.model import Finding
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
 from llm_oncall.signals.store import restarted_pod
-
-Value = float | bool | None
 
 RECENT = 3
 """Snapshots at the end of the history that are 'now' and never part of a baseline."""
@@ -156,27 +155,6 @@ def _revision_quality(snap: Snapshot) -> dict[str, tuple[float, float, float, fl
     return out
 
 
-@dataclass(frozen=True)
-class Slo:
-    """Objectives the user may configure; any may be None (then only the baseline judges)."""
-
-    ttft_p99_s: float | None = None
-    itl_p99_s: float | None = None
-    error_share: float | None = None
-
-
-TTFT_SYMPTOM_RATIO = 3.0
-"""TTFT p99 at 3× its baseline is red: the alert most vLLM on-call rotations page on (and DESIGN's line)."""
-ITL_SYMPTOM_RATIO = 2.0
-"""Inter-token latency at 2×: every token of every stream is twice as slow, which users see as a stutter."""
-ERROR_SYMPTOM_SHARE = 0.05
-"""5 % of requests failing is red unless an SLO says otherwise."""
-P99_MIN_REQUESTS = 100.0
-"""Requests a window needs before its TTFT p99 is more than the largest of a handful of samples."""
-THROUGHPUT_SYMPTOM_RATIO = 0.5
-"""Successes at half their baseline while demand has not fallen."""
-
-
 def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), interval_s: float = 15.0,
             baseline: Sequence[Snapshot] | None = None, slo: Slo | None = None) -> Features:
     """Features at the last snapshot of `history` (oldest first).
@@ -294,7 +272,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["itl_p99"] = f.itl_p99
     v["itl_p99_baseline"] = _median(s.fleet.itl_p99 for s in base)
     v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])
-    _symptoms(v, labels, slo or Slo())
+    mark(v, labels, slo or Slo())
 
     # Forward progress.
     stalled = tuple(p.name for p in up if _stalled(p, interval_s))
@@ -421,68 +399,6 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
 
     return Features(t=snap.t, values=v, sources=SOURCES, pod_sets=pod_sets, node_sets=node_sets,
                     labels=labels, findings=tuple(findings))
-
-
-def _symptoms(v: dict[str, Value], labels: dict[str, str], slo: Slo) -> None:
-    """The user-facing symptoms, each True/False, or None when its data is missing."""
-
-    def red(*parts: bool | None) -> bool | None:
-        if any(p is True for p in parts):
-            return True
-        return None if all(p is None for p in parts) else False
-
-    def at_least(name: str, limit: float | None) -> bool | None:
-        x = v.get(name)
-        return None if limit is None or not isinstance(x, float) else x >= limit
-
-    def above(name: str, limit: float | None) -> bool | None:
-        x = v.get(name)
-        return None if limit is None or not isinstance(x, float) else x > limit
-
-    v["ttft_slo"] = slo.ttft_p99_s
-    v["itl_slo"] = slo.itl_p99_s
-    v["symptom_ttft"] = red(at_least("ttft_symptom_ratio", TTFT_SYMPTOM_RATIO), above("ttft_p99", slo.ttft_p99_s))
-    v["symptom_itl"] = red(at_least("itl_ratio", ITL_SYMPTOM_RATIO), above("itl_p99", slo.itl_p99_s))
-    v["symptom_errors"] = at_least("error_share", slo.error_share if slo.error_share is not None
-                                   else ERROR_SYMPTOM_SHARE)
-    success, demand = v.get("success_ratio"), v.get("arrival_rate_ratio")
-    if isinstance(success, float):
-        v["symptom_throughput"] = success <= THROUGHPUT_SYMPTOM_RATIO and (
-            not isinstance(demand, float) or demand >= 0.8)
-    else:
-        v["symptom_throughput"] = None
-    # Availability: nothing serving, or pods down (still discovered, not answering) as many as half of those that
-    # served before. A pod still starting never served; a pod scaled down leaves discovery: neither counts.
-    total, up = v.get("pods_total") or 0.0, v.get("pods_up") or 0.0
-    up_before = v.get("pods_up_baseline")
-    lost = isinstance(up_before, float) and up_before > 0 and min(total - up, up_before - up) >= 0.5 * up_before
-    v["symptom_availability"] = (up == 0 or lost) if isinstance(total, float) and total > 0 else None
-    names = ("symptom_ttft", "symptom_itl", "symptom_errors", "symptom_throughput", "symptom_availability")
-    v["symptom"] = red(*(x if isinstance(x := v[n], bool) else None for n in names))
-    said = []
-    if v["symptom_ttft"]:
-        n = v.get("window_requests")
-        which = "p99" if isinstance(n, float) and n >= P99_MIN_REQUESTS else "p50 and p99"
-        said.append(f"TTFT {which} {_x(v.get('ttft_symptom_ratio'))}" + _slo_note(v.get("ttft_p99"), slo.ttft_p99_s))
-    if v["symptom_itl"]:
-        said.append(f"ITL p99 {_x(v.get('itl_ratio'))}" + _slo_note(v.get("itl_p99"), slo.itl_p99_s))
-    if v["symptom_errors"]:
-        said.append(f"errors {float(v.get('error_share') or 0.0):.0%}")
-    if v["symptom_throughput"]:
-        said.append(f"successes {_x(v.get('success_ratio'))}")
-    if v["symptom_availability"]:
-        before = f" of {up_before:.0f} before" if isinstance(up_before, float) else ""
-        said.append(f"{up:.0f} pod(s) serving{before}")
-    if said:
-        labels["symptoms"] = ", ".join(said)
-
-
-def _x(ratio: Value) -> str:
-    return f"×{ratio:.1f} vs baseline" if isinstance(ratio, float) else "above its SLO"
-
-
-def _slo_note(value: Value, slo: float | None) -> str:
-    return f" ({value:.2f}s, SLO {slo:g}s)" if isinstance(value, float) and slo is not None and value > slo else ""
 
 
 def known_feature_names() -> set[str]:

@@ -21,9 +21,7 @@ from llm_oncall.actions.kube import Kube
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, Plan
 from llm_oncall.actions.run import Actuator
-from llm_oncall.diagnosis.autopilot import Autopilot
-from llm_oncall.drills.runner import INTERVAL_S, DrillResult, run_one, score
-from llm_oncall.drills.simsource import SimSource
+from llm_oncall.drills.runner import INTERVAL_S, DrillLoop, DrillResult, run_one
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
@@ -85,34 +83,33 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
 
 def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator: Actuator, interval_s: float,
           policy: Policy) -> ActResult:
-    source = SimSource(fleet, interval_s)
-    pilot = Autopilot(interval_s=interval_s)
+    """Drill until the first named page after onset (the scorer's answer), act on it, then watch for recovery."""
+    drill = DrillLoop(fleet, incident, interval_s)
     ns = fleet.cfg.namespace
     planned = fleet.fault.at if fleet.fault is not None else 300.0
     end = planned + 300.0 + AFTER_ACTION_S
-    timeline: list[tuple[float, Any, bool]] = []
     observed: list[dict[str, Any]] = []
     plan: Plan | None = None
     acted_at: float | None = None
-    first_page: float | None = None
     baselines: dict[str, float | None] = {}
+    before: dict[str, Any] = {}
     streak = 0
     recovered_at: float | None = None
     verified = False
     while fleet.now < end - 1e-9:
+        if plan is None and drill.answer is None and fleet.now >= planned + 300.0:
+            break  # no named page in the drill's window: nothing to act on
         with cluster.lock:
-            batch = source.collect()
-        pilot.observe(batch)
-        d = pilot.step()
-        timeline.append((fleet.now, d, False))
-        obs = verify.observe(pilot.features[-1], pilot.snapshots[-1])
+            batch = drill.source.collect()
+        drill.step(batch)
+        obs = verify.observe(drill.pilot.features[-1], drill.pilot.snapshots[-1])
         observed.append(obs)
         actuator.observe_config(ns, fleet.now)
-        if plan is None and d.pages and fleet.ground_truth.onset is not None and fleet.now >= fleet.ground_truth.onset:
-            first_page = fleet.now
+        if plan is None and drill.answer is not None:
+            first_page, d = drill.answer
             # baselines from before the page (minus two minutes: the incident may have started a little earlier)
             baselines = {s.name: verify.baseline(observed, s, first_page - 120.0) for s in verify.signals(d.incident)}
-            plan = actuator.plan(d, list(pilot.snapshots), ns, first_page_t=first_page)
+            plan = actuator.plan(d, list(drill.pilot.snapshots), ns, first_page_t=first_page)
             actuator.execute(plan, diagnosis_age_s=0.0)
             acted_at = fleet.now
             before = obs
@@ -137,9 +134,8 @@ def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator
         if recovered_at is not None and verified:
             break
     onset = fleet.ground_truth.onset
-    drill = score(fleet.ground_truth.incident, onset, fleet.ground_truth.pods,
-                  [t for t in timeline if first_page is None or t[0] <= first_page], seed, interval_s)
-    return ActResult(drill=drill, actions=[_summary(a) for a in (plan.actions if plan else [])],
+    result = drill.result(seed, until=drill.answer[0] if drill.answer is not None else None)
+    return ActResult(drill=result, actions=[_summary(a) for a in (plan.actions if plan else [])],
                      recovered=recovered_at is not None,
                      seconds_to_recovery=(round(recovered_at - onset, 1)
                                           if recovered_at is not None and onset is not None else None),

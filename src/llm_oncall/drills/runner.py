@@ -16,6 +16,7 @@ from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.drills.simsource import SimSource
 from llm_oncall.runbooks.expr import Expr, compile_expr
+from llm_oncall.signals.source import Batch
 from llm_oncall.sim import INCIDENTS, FaultSpec, Fleet, FleetConfig, scenario
 
 DRILL_INCIDENTS: tuple[str, ...] = tuple(i for i in INCIDENTS if i != "pod-outlier")
@@ -61,30 +62,59 @@ class DrillResult:
         }
 
 
+def answers(d: Diagnosis, t: float, onset: float | None) -> bool:
+    """The answer a drill scores (and `drill --act` acts on): a page after onset that names an incident.
+
+    An `unknown` page (a red symptom no runbook explains yet) is a detection, not a diagnosis or a plan."""
+    return d.pages and d.incident != "unknown" and onset is not None and t >= onset
+
+
+class DrillLoop:
+    """One scrape at a time: the autopilot on the fleet's telemetry, the timeline the scorer reads, and the first
+    answer after onset (the scorer, not the autopilot, may look at the truth for that)."""
+
+    def __init__(self, fleet: Fleet, incident: str, interval_s: float = INTERVAL_S, flap: float = 0.0) -> None:
+        self.fleet = fleet
+        self.interval_s = interval_s
+        self.source = SimSource(fleet, interval_s, flap=flap)
+        self.pilot = Autopilot(interval_s=interval_s)
+        self.alert = _alert_of(self.pilot, incident)
+        self.timeline: list[tuple[float, Diagnosis, bool]] = []
+        self.answer: tuple[float, Diagnosis] | None = None
+
+    def step(self, batch: Batch | None = None) -> Diagnosis:
+        """Observe one scrape (`batch`, else collected now) and diagnose it."""
+        self.pilot.observe(batch if batch is not None else self.source.collect())
+        d = self.pilot.step()
+        now = self.fleet.now
+        symptom = self.alert is not None and self.alert.holds(self.pilot.features[-1].values)
+        self.timeline.append((now, d, symptom))
+        if self.answer is None and answers(d, now, self.fleet.ground_truth.onset):
+            self.answer = (now, d)
+        return d
+
+    def result(self, seed: int, until: float | None = None) -> DrillResult:
+        """The score of the timeline (up to `until`: after an action the fleet is no longer the drill's)."""
+        gt = self.fleet.ground_truth
+        timeline = self.timeline if until is None else [x for x in self.timeline if x[0] <= until]
+        return score(gt.incident if self.fleet.fault is not None else "healthy", gt.onset, gt.pods, timeline, seed,
+                     self.interval_s)
+
+
 def run_one(incident: str, seed: int, cfg: FleetConfig | None = None, fault: FaultSpec | None = None,
             after_onset_s: float = AFTER_ONSET_S, interval_s: float = INTERVAL_S,
             stop_on_page: bool = True, flap: float = 0.0) -> DrillResult:
     if cfg is None:
         cfg, fault = scenario(incident, seed)
     fleet = Fleet(cfg, seed=seed, fault=fault)
-    source = SimSource(fleet, interval_s, flap=flap)
-    pilot = Autopilot(interval_s=interval_s)
+    loop = DrillLoop(fleet, incident, interval_s, flap=flap)
     planned = fault.at if fault is not None else None
     end = (planned if planned is not None else 300.0) + after_onset_s
-    alert = _alert_of(pilot, incident)
-    timeline: list[tuple[float, Diagnosis, bool]] = []
     while fleet.now < end - 1e-9:
-        pilot.observe(source.collect())
-        diagnosis = pilot.step()
-        symptom = alert is not None and alert.holds(pilot.features[-1].values)
-        timeline.append((fleet.now, diagnosis, symptom))
-        # The scorer (not the autopilot) may look at the truth: stop once the page after onset is in.
-        onset_now = fleet.ground_truth.onset
-        if stop_on_page and diagnosis.pages and diagnosis.incident != "unknown" and onset_now is not None \
-                and fleet.now >= onset_now:
+        loop.step()
+        if stop_on_page and loop.answer is not None:
             break
-    return score(fleet.ground_truth.incident if planned is not None else "healthy", fleet.ground_truth.onset,
-                 fleet.ground_truth.pods, timeline, seed, interval_s)
+    return loop.result(seed)
 
 
 def _alert_of(pilot: Autopilot, incident: str) -> Expr | None:
@@ -117,10 +147,10 @@ def score(expected: str, onset: float | None, truth_pods: tuple[str, ...],
             continue
         if not after:
             false_pages += 1
-        elif d.incident == "unknown":
+        elif answers(d, t, onset):
+            first_page = first_page or (t, d)
+        else:
             first_unknown = first_unknown or (t, d)
-        elif first_page is None:
-            first_page = (t, d)
     first_page = first_page or first_unknown
     diagnosed = first_page[1].incident if first_page else "healthy"
     correct = diagnosed == expected if onset is not None else false_pages == 0

@@ -184,30 +184,35 @@ class Engine:
         dt = t1 - t0
         n_dec = self.n_dec
         partial = self.partial
-        pf_demand = self.waiting_tokens + (partial.need - partial.done if partial is not None else 0)
+        running = self.running
+        k0 = self.k
+        cfg = self.cfg
+        # ctx_tokens() and used_blocks() are inlined below (same integer sums, same single division)
+        ctx = self.sum_base + n_dec * (k0 + 1) - self.sum_kf
+        if partial is not None:
+            ctx += partial.prompt_len + partial.gen_before
+        # The step's prefill work is what the scheduler can admit (free sequence slots, KV blocks for the FCFS
+        # head), not the whole queue: a queue that cannot be scheduled costs no compute.
+        queued, est_admits = self.waiting_tokens, len(self.waiting)
+        if queued:
+            queued, est_admits = self._admissible(ctx, len(running))
+        pf_demand = queued + (partial.need - partial.done if partial is not None else 0)
         if n_dec == 0 and pf_demand <= 0:
             self.carry = 0.0
             self.util = 0.0
             return
-        cfg = self.cfg
         sm = self.step_model
         slow = self.slowdown
         budget = cfg.max_num_batched_tokens - n_dec
         if budget < 1:
             budget = 1
-        running = self.running
-        k0 = self.k
-        # ctx_tokens() and used_blocks() are inlined below (same integer sums, same single division)
-        ctx = self.sum_base + n_dec * (k0 + 1) - self.sum_kf
-        if partial is not None:
-            ctx += partial.prompt_len + partial.gen_before
         st_dec = sm.step_time(len(running), 0.0, ctx) * slow
         pf_per_step = pf_demand * st_dec / dt
         if pf_per_step > budget:
             pf_per_step = budget
         st = st_dec + sm.per_prefill_token_s * pf_per_step * slow
         x = dt + self.carry
-        n = int(x / st)
+        n = int(x / st) if x > 0.0 else 0
         self.carry = x - n * st
         if n == 0:
             self.util = 1.0
@@ -233,6 +238,11 @@ class Engine:
         # Prefill: one FCFS cursor over fractional step positions of this tick.
         pos = 0.0
         prefilled = 0.0
+        # slots or blocks freed during this tick admit requests whose prefill this tick's steps did not pay for:
+        # their work is charged to the next tick (the engine's time stays consistent)
+        admits = 0
+        unpaid = False
+        uncharged = 0.0
         max_seqs = cfg.max_num_seqs
         waiting = self.waiting
         while True:
@@ -271,6 +281,8 @@ class Engine:
                 running[r.rid] = r
                 self.partial = r
                 start = arr_pos if arr_pos > pos else pos
+                admits += 1
+                unpaid = admits > est_admits
             else:
                 start = pos
             rem = r.need - r.done
@@ -278,8 +290,13 @@ class Engine:
             if end > n:
                 r.done += (n - start) * budget
                 prefilled += (n - start) * budget
+                if unpaid:
+                    uncharged += (n - start) * budget
                 break
             prefilled += rem
+            if unpaid:
+                uncharged += rem
+                unpaid = False
             pos = end
             self.partial = None
             f = int(end) + (0 if end == int(end) else 1)
@@ -287,6 +304,10 @@ class Engine:
                 f = 1
             self._first_token(r, k0 + f, t0 + f * st)
         self.k = k_end
+        if uncharged:
+            debt = sm.per_prefill_token_s * uncharged * slow
+            self.carry -= debt
+            self.busy_s += debt
         if heap and heap[0][0] <= k_end:
             self._finish_until(k_end, k0, t0, st)
         # Histogram.observe_many inlined for the two per-step histograms
@@ -310,6 +331,26 @@ class Engine:
         cap = int(total_blocks - (ctx + half * len(running)) / bs + sum_base / bs)
         if cache.blocks > cap:
             cache.evict_to(cap)
+
+    def _admissible(self, ctx: int, n_run: int) -> tuple[int, int]:
+        """Tokens and count of the queue's head the scheduler can admit now: FCFS, while a sequence slot is free
+        and the head's blocks fit the free KV blocks (vLLM V1 stops at the first request that does not fit)."""
+        cfg = self.cfg
+        bs = cfg.block_size
+        slots = cfg.max_num_seqs - n_run
+        free = cfg.num_gpu_blocks - (ctx + (bs // 2) * n_run) / bs
+        tokens = count = 0
+        for head in self.waiting:
+            if count >= slots:
+                break
+            total = head[2] if isinstance(head, tuple) else head.prompt_len + head.gen_before
+            blocks = (total + bs - 1) // bs
+            if blocks > free:
+                break
+            free -= blocks
+            tokens += total
+            count += 1
+        return tokens, count
 
     def freeze(self) -> None:
         self.frozen = True

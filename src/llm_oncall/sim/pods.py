@@ -32,7 +32,10 @@ class Pod:
         self.revision = revision
         self.group = group
         self.key = key
-        self.long_pool = False
+        self.long_pool = False  # the `length_pools` routing policy's long pool (FleetConfig.long_pool_pods)
+        # llm-d's `llm-d.ai/context-length-range` label, parsed: the prompt lengths this pod accepts; None (no
+        # label) accepts any length, as the context-length-aware filter treats an unlabelled endpoint
+        self.context_range: tuple[int, int] | None = None
         slowdown = step.eager_factor if revision.enforce_eager else 1.0
         self.engine = Engine(engine_cfg, step, 0.0, slowdown)
         self.state = STARTING

@@ -28,6 +28,9 @@ class Endpoint(Protocol):
     @property
     def long_pool(self) -> bool: ...
 
+    @property
+    def context_range(self) -> tuple[int, int] | None: ...
+
 
 E = TypeVar("E", bound="Endpoint")
 
@@ -40,8 +43,9 @@ class Router:
         self.rng = rng
         self.long_threshold = long_threshold
         self._rr = 0
-        # prompt-length-aware pools (llm-d's context-length-aware scorer with filtering, over pods labelled
-        # `llm-d.ai/context-length-range`): the policy then picks within the prompt's pool
+        # llm-d's context-length-aware scorer with filtering, once some pod carries `llm-d.ai/context-length-range`:
+        # only pods whose range holds the prompt's length, or with no label (they accept any), stay candidates;
+        # the policy then picks among them
         self.length_aware = False
         # rendezvous choices are pure functions of (chain, endpoint set): memoise per endpoint-set version
         self._sticky: dict[int, Any] = {}
@@ -53,10 +57,10 @@ class Router:
             return None
         policy = self.policy
         if self.length_aware:
-            want_long = prompt_len > self.long_threshold
-            pool = [e for e in endpoints if e.long_pool == want_long]
-            if pool:
-                endpoints = pool
+            endpoints = [e for e in endpoints
+                         if (r := e.context_range) is None or r[0] <= prompt_len <= r[1]]
+            if not endpoints:
+                return None  # the filter left no candidate: the gateway has no endpoint for this prompt
             version = -1  # the pools are a subset: no memo across them
         elif policy == "sticky" and version >= 0 and version == self._version:
             memo: E | None = self._sticky.get(chain)  # the common case, checked first

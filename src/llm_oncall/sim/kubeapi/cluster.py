@@ -12,24 +12,36 @@ from __future__ import annotations
 
 import copy
 import json
-import math
-import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from llm_oncall.sim.fleet import Fleet
-from llm_oncall.sim.kubeapi import fleetops, render
-from llm_oncall.sim.kubeapi.model import BY_KIND, ApiStatus, ResourceType, conflict, invalid, label_errors, not_found
-from llm_oncall.sim.kubeapi.patch import PatchError, json_patch, merge_patch, strategic_merge
-from llm_oncall.sim.pods import READY, TERMINATED, Pod
+from llm_oncall.sim.kubeapi import (
+    disruption,
+    events,
+    fleetops,
+    identity,
+    nodes,
+    routing,
+    selectors,
+    templates,
+    workloads,
+)
+from llm_oncall.sim.kubeapi.controllers import Controllers
+from llm_oncall.sim.kubeapi.model import (
+    BY_KIND,
+    ApiStatus,
+    Key,
+    ResourceType,
+    conflict,
+    invalid,
+    label_errors,
+    not_found,
+)
+from llm_oncall.sim.kubeapi.patch import apply_patch
+from llm_oncall.sim.pods import READY
 
-Key = tuple[str, str, str]
-"""(resource key, namespace or "", name)."""
-JSON_PATCH = "application/json-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
 DERIVED = frozenset({"namespaces", "nodes", "pods", "deployments.apps", "replicasets.apps",
                      "leaderworkersets.leaderworkerset.x-k8s.io", "httproutes.gateway.networking.k8s.io"})
 """Kinds wholly derived from the fleet (ConfigMaps, Leases and Events are derived only for the fleet's own)."""
@@ -43,19 +55,17 @@ class KubeCluster:
     def __init__(self, fleet: Fleet, lock: threading.RLock | None = None) -> None:
         self.fleet = fleet
         self.lock = lock or threading.RLock()
-        self.book = render.Bookkeeping()
+        self.book = identity.Bookkeeping()
         self.rv = 100_000
         self.store: dict[Key, dict[str, Any]] = {}
         self.derived_keys: set[Key] = set()
         self.overlay: dict[Key, dict[str, dict[str, str]]] = {}
         """Labels/annotations clients put on fleet-derived objects (kept across re-derivation)."""
-        self.written: dict[Key, dict[str, Any]] = {}
-        """ConfigMap data written through the API (the fleet's ConfigMaps keep what was written)."""
         self.api_events: list[dict[str, Any]] = []
         self.writes = 0
         """Write requests that changed something (not dry-run): tests check a plan made none."""
         self._sync_sig: tuple[float, int] | None = None
-        self._cm_version = fleet.configmap_version
+        self.controllers = Controllers(fleet, self.book)
 
     # ---- derivation ----------------------------------------------------------------------------------
     def _derive(self) -> dict[Key, dict[str, Any]]:
@@ -68,42 +78,30 @@ class KubeCluster:
             m = obj["metadata"]
             out[(rt.key, m.get("namespace", "") if rt.namespaced else "", m["name"])] = obj
 
-        for o in render.namespaces(fleet):
+        for o in nodes.namespaces(fleet):
             put(o)
         for node in fleet.nodes():
-            put(render.node(fleet, node, self.book))
-            put(render.node_lease(fleet, node))
+            put(nodes.node(fleet, node, self.book))
+            put(nodes.node_lease(fleet, node))
         for made in [k for k in self.book.created if k[0] == "cordon" and k[1] not in fleet.cordoned]:
             del self.book.created[made]
         rs_uid = {}
-        if render.lws_mode(fleet):
-            put(render.leaderworkerset(fleet))
+        if templates.lws_mode(fleet):
+            put(workloads.leaderworkerset(fleet))
         else:
-            for o in render.deployment_objects(fleet, self.book):
+            for o in workloads.deployment_objects(fleet, self.book):
                 put(o)
                 if o["kind"] == "ReplicaSet":
                     rs_uid[o["metadata"]["name"]] = o["metadata"]["uid"]
-        for p in render.live_pods(fleet):
-            put(render.pod(fleet, p, self.book, rs_uid.get(f"{fleet.cfg.deployment}-{p.revision.name}", "")))
-        put(self._configmap(render.router_configmap(fleet), render.ROUTER_CONFIGMAP))
-        put(self._configmap(render.gateway_configmap(fleet), render.GATEWAY_CONFIGMAP))
-        put(render.httproute(fleet))
-        for e in render.events(fleet, self.api_events):
+        for p in templates.live_pods(fleet):
+            put(workloads.pod(fleet, p, self.book, rs_uid.get(f"{fleet.cfg.deployment}-{p.revision.name}", "")))
+        put(self.controllers.configmap(routing.router_configmap(fleet), routing.ROUTER_CONFIGMAP))
+        put(self.controllers.configmap(routing.gateway_configmap(fleet), routing.GATEWAY_CONFIGMAP))
+        put(routing.httproute(fleet))
+        for e in events.events(fleet, self.api_events):
             put(e)
         del ns
         return out
-
-    def _configmap(self, derived: dict[str, Any], name: str) -> dict[str, Any]:
-        key: Key = ("configmaps", self.fleet.cfg.namespace, name)
-        written = self.written.get(key)
-        if name == render.ROUTER_CONFIGMAP and self.fleet.configmap_version != self._cm_version:
-            self._cm_version = self.fleet.configmap_version  # changed inside the fleet: what it holds now
-            if written is not None and written.get("by") != self._cm_version:
-                self.written.pop(key, None)
-                written = None
-        if written is not None:
-            derived["data"] = dict(written["data"])
-        return derived
 
     def sync(self, force: bool = False) -> None:
         sig = (self.fleet.now, self.writes)
@@ -120,9 +118,9 @@ class KubeCluster:
             old = self.store.get(key)
             meta = obj["metadata"]
             if old is None:
-                meta.setdefault("uid", render.uid_of(*key))
+                meta.setdefault("uid", identity.uid_of(*key))
                 meta.setdefault("creationTimestamp",
-                                render.ts(self.fleet, self.book.created_at(("obj", *key), self.fleet.now)))
+                                identity.ts(self.fleet, self.book.created_at(("obj", *key), self.fleet.now)))
                 meta["resourceVersion"] = self._next_rv()
                 self.store[key] = obj
                 continue
@@ -151,8 +149,8 @@ class KubeCluster:
 
     def list_objects(self, rt: ResourceType, ns: str | None, label_selector: str = "",
              field_selector: str = "") -> dict[str, Any]:
-        match = parse_selector(label_selector)
-        fields = parse_selector(field_selector)
+        match = selectors.parse_selector(label_selector)
+        fields = selectors.parse_selector(field_selector)
         with self.lock:
             self.sync()
             items = []
@@ -161,7 +159,7 @@ class KubeCluster:
                     continue
                 if not match(obj["metadata"].get("labels") or {}):
                     continue
-                if not fields(_fields(obj)):
+                if not fields(selectors.object_fields(obj)):
                     continue
                 item = copy.deepcopy(obj)
                 if not rt.crd:
@@ -180,7 +178,7 @@ class KubeCluster:
             meta = body.get("metadata") or {}
             name = meta.get("name")
             if not name and meta.get("generateName"):
-                name = f"{meta['generateName']}{render.uid_of(self.rv, meta['generateName'])[:5]}"
+                name = f"{meta['generateName']}{identity.uid_of(self.rv, meta['generateName'])[:5]}"
             if not isinstance(name, str) or not name:
                 raise invalid(rt, "", ["metadata.name: Required value: name or generateName is required"])
             self._validate_meta(rt, name, meta)
@@ -194,8 +192,8 @@ class KubeCluster:
                                 f"is not supported", reason="MethodNotAllowed")
             obj = copy.deepcopy(body)
             obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-            obj["metadata"] = {**meta, "name": name, "uid": render.uid_of("created", *key, self.rv),
-                               "creationTimestamp": render.ts(self.fleet, self.fleet.now),
+            obj["metadata"] = {**meta, "name": name, "uid": identity.uid_of("created", *key, self.rv),
+                               "creationTimestamp": identity.ts(self.fleet, self.fleet.now),
                                "resourceVersion": str(self.rv + 1)}
             obj["metadata"].pop("generateName", None) if meta.get("name") else None
             if rt.namespaced:
@@ -228,40 +226,12 @@ class KubeCluster:
               dry_run: bool) -> dict[str, Any]:
         with self.lock:
             cur = self.get(rt, ns, name)
-            new = self._patched(rt, cur, content_type, body, name)
+            new = apply_patch(rt, cur, content_type, body)
             rv = (new.get("metadata") or {}).get("resourceVersion")
             if rv and rv != cur["metadata"]["resourceVersion"]:
                 raise conflict(rt, name, "the object has been modified; please apply your changes to the latest "
                                "version and try again")
             return self._write(rt, ns, name, cur, new, dry_run)
-
-    def _patched(self, rt: ResourceType, cur: dict[str, Any], content_type: str, body: Any,
-                 name: str) -> dict[str, Any]:
-        ct = content_type.split(";", 1)[0].strip()
-        try:
-            if ct == JSON_PATCH:
-                out = json_patch(cur, body)
-            elif ct == MERGE_PATCH:
-                out = merge_patch(cur, body)
-            elif ct == STRATEGIC_PATCH:
-                if rt.crd:
-                    raise ApiStatus(415, "the body of the request was in an unknown format - accepted media types "
-                                    "include: application/json-patch+json, application/merge-patch+json, "
-                                    "application/apply-patch+yaml", reason="UnsupportedMediaType")
-                out = strategic_merge(cur, body)
-            elif ct == APPLY_PATCH:
-                if not isinstance(body, dict):
-                    raise ApiStatus(400, "apply patches must be objects")
-                out = strategic_merge(cur, body) if not rt.crd else merge_patch(cur, body)
-            else:
-                raise ApiStatus(415, f"the body of the request was in an unknown format - accepted media types "
-                                f"include: {JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}"
-                                + ("" if rt.crd else f", {STRATEGIC_PATCH}"), reason="UnsupportedMediaType")
-        except PatchError as exc:
-            raise ApiStatus(422 if ct == JSON_PATCH else 400, str(exc)) from None
-        if not isinstance(out, dict):
-            raise ApiStatus(400, "the patched object is not a JSON object")
-        return out
 
     def _write(self, rt: ResourceType, ns: str, name: str, cur: dict[str, Any], new: dict[str, Any],
                dry_run: bool) -> dict[str, Any]:
@@ -284,7 +254,7 @@ class KubeCluster:
         derived = key in self.derived_keys
         effects: list[Callable[[], None]] = []
         if derived:
-            effects = self._fleet_effects(rt, key, cur, new)
+            effects = self.controllers.effects(rt, key, cur, new)
         else:
             self._validate_owned(rt, new)
         if new == cur:
@@ -318,144 +288,6 @@ class KubeCluster:
                 if k not in after:
                     mine.pop(k, None)
             ov[part] = mine
-
-    # ---- the fleet's controllers ------------------------------------------------------------------------
-    def _fleet_effects(self, rt: ResourceType, key: Key, cur: dict[str, Any],
-                       new: dict[str, Any]) -> list[Callable[[], None]]:
-        fleet = self.fleet
-        t = fleet.now
-        name = key[2]
-        kind = rt.kind
-        fx: list[Callable[[], None]] = []
-        spec_old, spec_new = cur.get("spec") or {}, new.get("spec") or {}
-
-        def unsupported(fields: tuple[str, ...]) -> None:
-            a = {k: v for k, v in spec_old.items() if k not in fields}
-            b = {k: v for k, v in spec_new.items() if k not in fields}
-            changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-            if changed:
-                raise invalid(rt, name, [f"spec.{c}: Forbidden: the simulator does not model changes to this field "
-                                         f"(it models {', '.join('spec.' + f for f in fields) or 'none'})"
-                                         for c in changed])
-
-        if kind == "Node":
-            unsupported(("unschedulable", "taints"))
-            on = bool(spec_new.get("unschedulable"))
-            taints = [t_ for t_ in spec_new.get("taints") or [] if t_.get("key") != render.UNSCHEDULABLE_TAINT]
-            errors = []
-            seen = set()
-            for i, tn in enumerate(taints):
-                if not isinstance(tn, dict) or not tn.get("key") or tn.get("effect") not in (
-                        "NoSchedule", "PreferNoSchedule", "NoExecute"):
-                    errors.append(f"spec.taints[{i}]: Invalid value: {tn!r}: key and effect (NoSchedule, "
-                                  "PreferNoSchedule, NoExecute) are required")
-                elif (tn["key"], tn["effect"]) in seen:
-                    errors.append(f"spec.taints[{i}]: Duplicate value: taints must be unique by key and effect")
-                else:
-                    seen.add((tn["key"], tn["effect"]))
-            if errors:
-                raise invalid(rt, name, errors)
-            clean = [{k: str(v) for k, v in tn.items() if k in ("key", "value", "effect", "timeAdded")}
-                     for tn in taints]
-            for tn in clean:
-                if tn["effect"] == "NoExecute":
-                    tn.setdefault("timeAdded", render.ts(fleet, t))
-            if on != (name in fleet.cordoned):
-                fx.append(lambda: fleetops.set_cordon(fleet, name, on))
-            if clean != [dict(x) for x in fleet.taints.get(name, [])]:
-                fx.append(lambda: fleetops.set_taints(fleet, name, clean, t))
-            return fx
-        if kind == "Pod":
-            if spec_new != spec_old:
-                raise invalid(rt, name, ["spec: Forbidden: pod updates may not change fields other than "
-                                         "`spec.containers[*].image`, `spec.initContainers[*].image`, "
-                                         "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to "
-                                         "existing tolerations), `spec.terminationGracePeriodSeconds`"])
-            before = (cur["metadata"].get("labels") or {}).get(render.CONTEXT_RANGE)
-            after = (new["metadata"].get("labels") or {}).get(render.CONTEXT_RANGE)
-            if before != after:
-                if after is not None and not re.fullmatch(r"\d+-\d+", after):
-                    raise invalid(rt, name, [f"metadata.labels[{render.CONTEXT_RANGE}]: the scorer reads "
-                                             f"\"min-max\" (got {after!r})"])
-                pod = self._pod(name)
-                fx.append(lambda: fleetops.set_context_range(fleet, pod, after))
-            return fx
-        if kind in ("Deployment", "LeaderWorkerSet"):
-            if kind == "Deployment" and name != fleet.cfg.deployment:
-                unsupported(())
-                return fx
-            tpl_field = "template" if kind == "Deployment" else "leaderWorkerTemplate"
-            unsupported(("replicas", tpl_field))
-            want = spec_new.get("replicas")
-            if not isinstance(want, int) or isinstance(want, bool) or want < 0:
-                raise invalid(rt, name, [f"spec.replicas: Invalid value: {want!r}: must be greater than or equal "
-                                         "to 0"])
-            if want != spec_old.get("replicas"):
-                pods = want * (fleet.cfg.group_size if kind == "LeaderWorkerSet" else 1)
-                fx.append(lambda: fleet.scale_to(pods))
-            tpl_new = spec_new.get(tpl_field)
-            if tpl_new != spec_old.get(tpl_field):
-                if kind == "LeaderWorkerSet":
-                    lwt_old = dict(spec_old.get(tpl_field) or {})
-                    lwt_new = dict(tpl_new or {})
-                    if {k: v for k, v in lwt_old.items() if k != "workerTemplate"} != {
-                            k: v for k, v in lwt_new.items() if k != "workerTemplate"}:
-                        raise invalid(rt, name, ["spec.leaderWorkerTemplate: Forbidden: the simulator models only "
-                                                 "workerTemplate changes"])
-                    tpl_new = lwt_new.get("workerTemplate")
-                parsed = render.parse_template(tpl_new)
-                if isinstance(parsed, str):
-                    raise invalid(rt, name, [parsed])
-                fx.append(lambda: fleetops.set_template(fleet, parsed, t, self.book))
-            return fx
-        if kind == "ConfigMap":
-            data = new.get("data") or {}
-            if data != (cur.get("data") or {}):
-                if name == render.ROUTER_CONFIGMAP:
-                    text = str(data.get(render.ROUTER_KEY, ""))
-
-                    def router() -> None:
-                        fleetops.set_router_config(fleet, text, t)
-                        self.written[key] = {"data": dict(data), "by": fleet.configmap_version}
-                        self._cm_version = fleet.configmap_version
-                    fx.append(router)
-                else:
-                    def gateway() -> None:
-                        fleetops.set_gateway_config(fleet, data)
-                        self.written[key] = {"data": dict(data)}
-                    fx.append(gateway)
-            return fx
-        if kind == "HTTPRoute":
-            old_rules, new_rules = spec_old.get("rules") or [], spec_new.get("rules") or []
-
-            def strip(rules: list[Any]) -> list[Any]:
-                out = copy.deepcopy(rules)
-                for r in out:
-                    for b in r.get("backendRefs") or []:
-                        b.pop("weight", None)
-                return out
-            if strip(old_rules) != strip(new_rules) or {k: v for k, v in spec_old.items() if k != "rules"} != {
-                    k: v for k, v in spec_new.items() if k != "rules"}:
-                raise invalid(rt, name, ["spec: Forbidden: the simulator models only backendRefs[].weight"])
-            refs = (new_rules[0].get("backendRefs") if new_rules else None) or []
-            weights = {b.get("name"): b.get("weight", 1) for b in refs}
-            for n, w in weights.items():
-                if not isinstance(w, int) or isinstance(w, bool) or not 0 <= w <= 1_000_000:
-                    raise invalid(rt, name, [f"spec.rules[0].backendRefs[{n}].weight: Invalid value: {w!r}: "
-                                             "must be between 0 and 1000000"])
-            canary = weights.get(f"{fleet.cfg.deployment}-canary")
-            if canary is not None:
-                stable = int(weights.get(fleet.cfg.deployment, 0))
-                fx.append(lambda: fleetops.set_canary_weights(fleet, stable, int(canary)))
-            return fx
-        unsupported(())
-        return fx
-
-    def _pod(self, name: str) -> Pod:
-        p = self.fleet.by_name.get(name)
-        if p is None or p.state == TERMINATED:
-            raise not_found(_rt("Pod"), name)
-        return p
 
     def _after_owned_change(self, rt: ResourceType) -> None:
         if rt.kind == "BackendTrafficPolicy":
@@ -497,13 +329,13 @@ class KubeCluster:
             if rt.kind == "Pod":
                 grace = options.get("gracePeriodSeconds")
                 out = copy.deepcopy(cur)
-                out["metadata"]["deletionTimestamp"] = render.ts(self.fleet, self.fleet.now)
+                out["metadata"]["deletionTimestamp"] = identity.ts(self.fleet, self.fleet.now)
                 out["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else int(grace)
                 if dry_run:
                     return out
-                pod = self._pod(name)
+                pod = self.controllers.pod(name)
                 created = fleetops.delete_pod(self.fleet, pod, self.fleet.now, graceful=grace != 0)
-                if render.lws_mode(self.fleet):
+                if templates.lws_mode(self.fleet):
                     self._record(name, "Pod", "RecreateGroup", f"Recreating group: deleted {name} "
                                  f"({options.get('propagationPolicy') or 'Background'}); new pods {created}")
                 self.writes += 1
@@ -522,7 +354,7 @@ class KubeCluster:
                     "details": {"name": name, "group": rt.group, "kind": rt.plural, "uid": cur["metadata"]["uid"]}}
 
     def _record(self, name: str, kind: str, reason: str, message: str) -> None:
-        self.api_events.append(render.api_event(self.fleet, name, kind, reason, message,
+        self.api_events.append(events.api_event(self.fleet, name, kind, reason, message,
                                                 10**9 + len(self.api_events)))
         del self.api_events[:-200]
 
@@ -532,32 +364,10 @@ class KubeCluster:
             cur = self.get(rt, ns, name)
             opts = (body or {}).get("deleteOptions") or {} if isinstance(body, dict) else {}
             dry_run = dry_run or "All" in (opts.get("dryRun") or [])
-            labels = cur["metadata"].get("labels") or {}
-            pdbs = [o for (k, ons, _), o in self.store.items() if k == "poddisruptionbudgets.policy" and ons == ns
-                    and _selects((o.get("spec") or {}).get("selector") or {}, labels)]
-            if len(pdbs) > 1:
-                raise ApiStatus(500, "This pod has more than one PodDisruptionBudget, which the eviction subresource "
-                                "does not support.")
-            pod = self._pod(name)
-            if pdbs and pod.state == READY:
-                pdb = pdbs[0]
-                spec = pdb.get("spec") or {}
-                sel = spec.get("selector") or {}
-                members = [o for (k, ons, _), o in self.store.items() if k == "pods" and ons == ns
-                           and _selects(sel, o["metadata"].get("labels") or {})]
-                healthy = sum(1 for o in members if any(c["type"] == "Ready" and c["status"] == "True"
-                                                        for c in o["status"]["conditions"]))
-                expected = len(members)
-                if "minAvailable" in spec:
-                    desired = _count(spec["minAvailable"], expected, up=True)
-                else:
-                    desired = expected - _count(spec["maxUnavailable"], expected, up=True)
-                if healthy - 1 < desired:
-                    raise ApiStatus(429, "Cannot evict pod as it would violate the pod's disruption budget.",
-                                    reason="TooManyRequests", details={"causes": [{
-                                        "reason": "DisruptionBudget",
-                                        "message": f"The disruption budget {pdb['metadata']['name']} needs "
-                                                   f"{desired} healthy pods and has {healthy} currently"}]})
+            pdb = disruption.budget_for(self.store, ns, cur["metadata"].get("labels") or {})
+            pod = self.controllers.pod(name)
+            if pdb is not None and pod.state == READY:
+                disruption.check(self.store, ns, pdb)
             if not dry_run:
                 fleetops.delete_pod(self.fleet, pod, self.fleet.now)
                 self._record(name, "Pod", "Evicted", f"Evicted pod {name} (policy/v1 Eviction)")
@@ -574,7 +384,7 @@ class KubeCluster:
         with self.lock:
             cur = self.get(rt, ns, name)
             scale = _scale(cur)
-            new = self._patched(_rt("Deployment"), scale, content_type, body, name) if content_type else body
+            new = apply_patch(_rt("Deployment"), scale, content_type, body) if content_type else body
             if not isinstance(new, dict):
                 raise ApiStatus(400, "the body of the request was not a JSON object")
             rv = (new.get("metadata") or {}).get("resourceVersion")
@@ -603,89 +413,6 @@ def _scale(obj: dict[str, Any]) -> dict[str, Any]:
                          "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"]},
             "spec": {"replicas": obj["spec"]["replicas"]},
             "status": {"replicas": int(status.get("replicas", 0)), "selector": selector}}
-
-
-def _count(v: Any, total: int, up: bool) -> int:
-    if isinstance(v, str) and v.endswith("%"):
-        x = total * float(v[:-1]) / 100
-        return math.ceil(x) if up else math.floor(x)
-    return int(v)
-
-
-def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    if not selector:
-        return False
-    for k, v in (selector.get("matchLabels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions") or []:
-        k, op, vals = e.get("key"), e.get("operator"), e.get("values") or []
-        if (op == "In" and labels.get(k) not in vals) or (op == "NotIn" and labels.get(k) in vals) or (
-                op == "Exists" and k not in labels) or (op == "DoesNotExist" and k in labels):
-            return False
-    return True
-
-
-def _fields(obj: dict[str, Any]) -> dict[str, str]:
-    m = obj["metadata"]
-    out = {"metadata.name": m["name"], "metadata.namespace": m.get("namespace", "")}
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == "Pod" or "nodeName" in spec:
-        out["spec.nodeName"] = str(spec.get("nodeName", ""))
-        out["status.phase"] = str((obj.get("status") or {}).get("phase", ""))
-    if "unschedulable" in spec or obj.get("kind") == "Node":
-        out["spec.unschedulable"] = "true" if spec.get("unschedulable") else "false"
-    return out
-
-
-_REQ = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s*(==|!=|=)\s*([A-Za-z0-9_.-]*)\s*$")
-_SET = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
-_EXISTS = re.compile(r"^\s*(!?)([A-Za-z0-9_./-]+)\s*$")
-
-
-def parse_selector(text: str) -> Callable[[dict[str, str]], bool]:
-    """Label (and field) selector syntax: `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`."""
-    reqs: list[tuple[str, str, frozenset[str]]] = []
-    for part in _split(text or ""):
-        m = _REQ.match(part)
-        if m:
-            k, op, v = m.groups()
-            reqs.append(("notin" if op == "!=" else "in", k, frozenset({v})))
-            continue
-        m = _SET.match(part)
-        if m:
-            reqs.append((m.group(2), m.group(1), frozenset(x.strip() for x in m.group(3).split(","))))
-            continue
-        m = _EXISTS.match(part)
-        if m:
-            reqs.append(("!" if m.group(1) else "exists", m.group(2), frozenset()))
-            continue
-        raise ApiStatus(400, f"unable to parse requirement: {part!r}")
-
-    def match(labels: dict[str, str]) -> bool:
-        for op, k, vals in reqs:
-            v = labels.get(k)
-            if (op == "in" and v not in vals) or (op == "notin" and v in vals) or (op == "exists" and v is None) or (
-                    op == "!" and v is not None):
-                return False
-        return True
-    return match
-
-
-def _split(text: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [p for p in out if p.strip()]
 
 
 def dumps(obj: Any) -> bytes:

@@ -9,7 +9,7 @@ from typing import Any
 
 from llm_oncall.sim import lifecycle
 from llm_oncall.sim.fleet import Fleet
-from llm_oncall.sim.kubeapi import render
+from llm_oncall.sim.kubeapi import identity, routing, templates
 from llm_oncall.sim.pods import READY, TERMINATED, Pod, Revision
 
 ROUTER_RELOAD_S = 10.0
@@ -34,7 +34,7 @@ def group_index(pod: Pod) -> int:
 
 def delete_pod(fleet: Fleet, pod: Pod, t: float, graceful: bool = True) -> list[str]:
     """Delete (or evict) a pod; its controller replaces it. Returns the names of the pods created."""
-    if render.lws_mode(fleet):
+    if templates.lws_mode(fleet):
         return restart_group(fleet, group_index(pod), t, graceful)
     _kill(fleet, pod, t, graceful)
     ro = fleet.rollout
@@ -84,10 +84,10 @@ def set_taints(fleet: Fleet, node: str, taints: list[dict[str, str]], t: float) 
                 delete_pod(fleet, p, t)
 
 
-def revision_for(fleet: Fleet, spec: render.TemplateSpec) -> Revision:
+def revision_for(fleet: Fleet, spec: templates.TemplateSpec) -> Revision:
     """The revision a template names: an existing one, or a new one that inherits what its image and model are
     (a vLLM build that cannot capture CUDA graphs here still cannot; a bad fine-tune is still bad)."""
-    canary = render.canary_revision(fleet)
+    canary = templates.canary_revision(fleet)
     for r in reversed(fleet.revisions):
         if r is not canary and (r.vllm_version, r.model_revision, r.enforce_eager) == (
                 spec.vllm_version, spec.model_revision, spec.enforce_eager):
@@ -98,8 +98,8 @@ def revision_for(fleet: Fleet, spec: render.TemplateSpec) -> Revision:
                               enforce_eager=spec.enforce_eager, capture_crash=crash, bad_outputs=bad)
 
 
-def set_template(fleet: Fleet, spec: render.TemplateSpec, t: float, book: render.Bookkeeping) -> None:
-    cur = render.template_revision(fleet)
+def set_template(fleet: Fleet, spec: templates.TemplateSpec, t: float, book: identity.Bookkeeping) -> None:
+    cur = templates.template_revision(fleet)
     if (cur.vllm_version, cur.model_revision, cur.enforce_eager) == (
             spec.vllm_version, spec.model_revision, spec.enforce_eager):
         return
@@ -112,7 +112,7 @@ def set_template(fleet: Fleet, spec: render.TemplateSpec, t: float, book: render
 
 
 def rollout_to(fleet: Fleet, rev: Revision, t: float) -> None:
-    canary = render.canary_revision(fleet)
+    canary = templates.canary_revision(fleet)
     # the Deployment controller scales unhealthy old replicas down first (a crash-looping new pod included)
     for p in [p for p in fleet.pods if p.state not in (READY, TERMINATED) and p.revision is not rev
               and p.revision is not canary]:
@@ -133,7 +133,7 @@ def rollout_to(fleet: Fleet, rev: Revision, t: float) -> None:
 
 
 def set_canary_weights(fleet: Fleet, stable: int, canary: int) -> None:
-    rev = render.canary_revision(fleet)
+    rev = templates.canary_revision(fleet)
     if rev is None:
         return
     total = stable + canary
@@ -146,23 +146,21 @@ def set_canary_weights(fleet: Fleet, stable: int, canary: int) -> None:
 
 
 def set_context_range(fleet: Fleet, pod: Pod, value: str | None) -> None:
-    """llm-d's context-length-aware scorer (with filtering) over the pods' `llm-d.ai/context-length-range`."""
+    """llm-d's context-length-aware scorer (with filtering) over the pods' `llm-d.ai/context-length-range`
+    (`"min-max"`, validated by the API): filtering starts once some pod carries the label."""
     if value is None:
-        pod.long_pool = False
+        pod.context_range = None
     else:
-        lo = int(value.split("-", 1)[0])
-        pod.long_pool = lo > 0
-        if lo > 0:
-            fleet.router.long_threshold = lo
-    labelled = any(p.long_pool for p in fleet.pods if p.state != TERMINATED)
-    fleet.router.length_aware = labelled
+        lo, hi = value.split("-", 1)
+        pod.context_range = (int(lo), int(hi))
+    fleet.router.length_aware = any(p.context_range is not None for p in fleet.pods if p.state != TERMINATED)
 
 
 def set_router_config(fleet: Fleet, text: str, t: float) -> None:
     """The router re-reads its dynamic config on its next 10 s tick; an unreadable config keeps the old policy."""
     try:
         body = json.loads(text)
-        policy = render.POLICY_OF.get(str(body.get("routing_logic")))
+        policy = routing.POLICY_OF.get(str(body.get("routing_logic")))
     except (ValueError, AttributeError):
         policy = None
     if policy is None:
@@ -199,9 +197,9 @@ def apply_rate_limits(fleet: Fleet, policies: list[dict[str, Any]]) -> None:
                 targets = []
                 for sel in rule.get("clientSelectors") or []:
                     for h in sel.get("headers") or []:
-                        if h.get("name", "").lower() == render.CLIENT_HEADER and h.get("type", "Exact") == "Exact":
+                        if h.get("name", "").lower() == routing.CLIENT_HEADER and h.get("type", "Exact") == "Exact":
                             targets.append(str(h.get("value")))
-                        elif h.get("name", "").lower() == render.CLIENT_HEADER and h.get("type") == "Distinct":
+                        elif h.get("name", "").lower() == routing.CLIENT_HEADER and h.get("type") == "Distinct":
                             targets.extend(clients)
                 for c in targets or clients:
                     limits[c] = min(limits.get(c, rps), rps)

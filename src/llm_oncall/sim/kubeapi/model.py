@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+Key = tuple[str, str, str]
+"""A stored object: (resource key, namespace or "", name)."""
 RW = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 RO = ("get", "list", "watch")
 

@@ -9,6 +9,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from llm_oncall.sim.kubeapi.model import ApiStatus, ResourceType
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
 
 class PatchError(ValueError):
     """The patch cannot be applied (the server answers 422 / 400)."""
@@ -195,4 +202,34 @@ def _merge_list(cur: Any, items: list[Any], field: str) -> list[Any]:
             out.append(strategic_merge({}, item, field))
         else:
             out[idx] = strategic_merge(out[idx], item, field)
+    return out
+
+
+def apply_patch(rt: ResourceType, cur: dict[str, Any], content_type: str, body: Any) -> dict[str, Any]:
+    """The object `cur` with the request's patch applied, by its Content-Type; the server's errors for patch types
+    it refuses (415: strategic merge on a custom resource, unknown types) and patches that do not apply."""
+    ct = content_type.split(";", 1)[0].strip()
+    try:
+        if ct == JSON_PATCH:
+            out = json_patch(cur, body)
+        elif ct == MERGE_PATCH:
+            out = merge_patch(cur, body)
+        elif ct == STRATEGIC_PATCH:
+            if rt.crd:
+                raise ApiStatus(415, "the body of the request was in an unknown format - accepted media types "
+                                "include: application/json-patch+json, application/merge-patch+json, "
+                                "application/apply-patch+yaml", reason="UnsupportedMediaType")
+            out = strategic_merge(cur, body)
+        elif ct == APPLY_PATCH:
+            if not isinstance(body, dict):
+                raise ApiStatus(400, "apply patches must be objects")
+            out = strategic_merge(cur, body) if not rt.crd else merge_patch(cur, body)
+        else:
+            raise ApiStatus(415, f"the body of the request was in an unknown format - accepted media types "
+                            f"include: {JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}"
+                            + ("" if rt.crd else f", {STRATEGIC_PATCH}"), reason="UnsupportedMediaType")
+    except PatchError as exc:
+        raise ApiStatus(422 if ct == JSON_PATCH else 400, str(exc)) from None
+    if not isinstance(out, dict):
+        raise ApiStatus(400, "the patched object is not a JSON object")
     return out

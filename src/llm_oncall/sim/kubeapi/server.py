@@ -8,6 +8,7 @@ Faults are set through `/_sim/faults` (not a Kubernetes path): POST a JSON rule,
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from llm_oncall.sim.kubeapi import openapi
+from llm_oncall.sim.kubeapi import openapi, tables
 from llm_oncall.sim.kubeapi.cluster import KubeCluster, dumps
 from llm_oncall.sim.kubeapi.model import BY_PATH, REASONS, RESOURCES, ApiStatus, ResourceType
 
@@ -121,7 +122,9 @@ class KubeApiServer:
             f"    namespace: {ns}\n"
             "current-context: llm-oncall-sim\n")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # whoever waits for the file never reads half of it
         return path
 
     # ---- dispatch ------------------------------------------------------------------------------------
@@ -142,8 +145,17 @@ class KubeApiServer:
         if fault is not None:
             return self._fault_answer(fault, method, path)
         self.faults.log.append((method, path, code))
+        content_type = "application/json"
+        version = tables.wants_table(headers.get("accept", "")) if method == "GET" and code == 200 else None
+        if version is not None and isinstance(obj, dict):
+            rt, _, _, sub = self._parse_resource(path)
+            if rt is not None and not sub:
+                fleet = self.cluster.fleet
+                obj = tables.table(rt.kind, rt.api_version, obj, fleet.cfg.epoch + fleet.now, version,
+                                   query.get("includeObject", "Metadata"))
+                content_type = f"application/json;as=Table;v={version};g=meta.k8s.io"
         data = obj if isinstance(obj, bytes) else dumps(obj)
-        return code, {"Content-Type": "application/json"}, data
+        return code, {"Content-Type": content_type}, data
 
     def _fault_answer(self, fault: FaultRule, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
         if fault.delay_s:
@@ -294,7 +306,6 @@ def _groups() -> dict[str, list[str]]:
             out.setdefault(r.group, [])
             if r.version not in out[r.group]:
                 out[r.group].append(r.version)
-    out.setdefault("autoscaling", ["v1"])
     return out
 
 
@@ -309,7 +320,7 @@ def _group_list() -> dict[str, Any]:
 def _resource_list(gv: str) -> dict[str, Any] | None:
     group, _, version = gv.rpartition("/")
     rts = [r for r in RESOURCES if r.group == group and r.version == version]
-    if not rts and gv != "autoscaling/v1":
+    if not rts:
         return None
     resources: list[dict[str, Any]] = []
     for r in rts:
