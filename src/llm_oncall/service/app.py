@@ -13,6 +13,7 @@ from llm_oncall.actions.run import Actuator
 from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.service import api, sources
 from llm_oncall.service.config import ServiceConfig
+from llm_oncall.service.notify import Notifier
 from llm_oncall.service.telemetry import Log, Metrics
 from llm_oncall.service.watch import Watcher
 
@@ -41,8 +42,9 @@ class Service:
         self.http_thread: threading.Thread | None = None
         self.started = time.time()
         self.stopped = threading.Event()
-        if cfg.notify:
-            self.log.warning("notify is not built yet: notifications are not sent", targets=len(cfg.notify))
+        self.notifier = Notifier(cfg.notify, self.store, self.log, self.url,
+                                 on_outcome=lambda o: self.metrics.notifications.labels(o).inc())
+        self.watcher.notify = self.notifier
 
     @property
     def url(self) -> str:
@@ -56,6 +58,7 @@ class Service:
         self.http_thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
                                             name="http", daemon=True)
         self.http_thread.start()
+        self.notifier.start()
         self.watcher.start()
         self.log.info("serving", url=self.url, source=self.cfg.source.kind, mode=self.cfg.mode,
                       interval_s=self.cfg.interval, db=str(self.cfg.db))
@@ -68,6 +71,7 @@ class Service:
         self.log.info("stopping")
         self.httpd.shutdown()
         self.watcher.stop()
+        self.notifier.stop()
         self.httpd.server_close()
         self.feed.close()
         self.store.close()

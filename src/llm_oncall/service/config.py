@@ -98,10 +98,18 @@ class AuthConfig(_Strict):
         return {r for r in ROLES if token in getattr(self, r)}
 
 
-class NotifyConfig(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class NotifyConfig(_Strict):
     kind: Literal["webhook", "slack"]
     url: str
+    retries: int = Field(5, ge=0, le=20)
+    timeout: float = Field(5.0, gt=0, le=60)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("expected an http:// or https:// URL")
+        return v
 
 
 class ServiceConfig(_Strict):

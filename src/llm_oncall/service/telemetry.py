@@ -26,6 +26,8 @@ class Metrics:
         self.actions = Counter("llm_oncall_actions_total", "Actions by outcome", ["outcome"], registry=r)
         self.webhooks = Counter("llm_oncall_webhooks_total", "Alertmanager deliveries by HTTP code", ["code"],
                                 registry=r)
+        self.notifications = Counter("llm_oncall_notifications_total", "Notifications by outcome (sent|failed)",
+                                     ["outcome"], registry=r)
         self.requests = Counter("llm_oncall_http_requests_total", "API requests by path and code", ["route", "code"],
                                 registry=r)
 

@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from llm_oncall.actions import execute, verify
@@ -58,6 +59,8 @@ class Watcher:
         self.observed: deque[dict[str, Any]] = deque(maxlen=400)
         self.baselines: dict[str, float | None] | None = None
         self.recovered_streak = 0
+        self.notify: Callable[..., None] = lambda *a, **k: None
+        """(incident id, event, text, detail): the notifier, when `notify` targets are configured."""
 
     # ---- life ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -135,11 +138,14 @@ class Watcher:
             if active is None:
                 iid = self.store.open_incident(d.incident, d.title or d.summary, actor="watch")
                 self.log.info("incident opened", incident_id=iid, incident=d.incident)
+                self.notify(iid, "opened", f"{d.incident} paged: {d.title or d.summary}", {"diagnosis": d.to_json()})
                 active = self.store.get(iid, timeline=False)
                 assert active is not None
             iid = active["id"]
             if self.store.set_diagnosis(iid, d.to_json()):
                 self.log.info("diagnosis", incident_id=iid, incident=d.incident, confidence=round(d.confidence, 3))
+                self.notify(iid, "diagnosis", f"diagnosis: {d.incident} ({d.confidence:.0%}): {d.summary}",
+                            {"incident": d.incident, "confidence": d.confidence})
             self._plan(active, d)
             self._act(iid)
             self._verify(iid, d)
@@ -150,12 +156,15 @@ class Watcher:
         iid, status = active["id"], active["status"]
         if status == "mitigating":
             self.store.set_status(iid, "mitigated", "watch", f"no page for {self.green} round(s) after acting")
+            self.notify(iid, "status", "mitigated: the page stopped after the executed actions",
+                        {"status": "mitigated"})
             self.store.event(iid, "verification", "watch", {"verdict": "helped", "detail": "the diagnosis stopped "
                                                             f"paging ({d.incident}) after the executed actions"})
         firing = self.store.firing_alerts(iid)
         if self.green >= self.resolve_after and firing == 0:
             self.store.set_status(iid, "resolved", "watch", f"no page for {self.green} rounds and no firing alert")
             self.log.info("incident resolved", incident_id=iid)
+            self.notify(iid, "status", "resolved", {"status": "resolved"})
             self.plan, self.plan_incident = None, None
 
     def _verify(self, iid: str, d: Diagnosis) -> None:
@@ -172,10 +181,12 @@ class Watcher:
         detail = {s.name: {"value": s.value(self.observed[-1]), "baseline": self.baselines.get(s.name)} for s in sig}
         if status in ("open", "mitigating") and self.recovered_streak >= RECOVERED_ROUNDS:
             self.store.set_status(iid, "mitigated", "watch", f"recovery signal back for {self.recovered_streak} rounds")
+            self.notify(iid, "status", f"mitigated: {'; '.join(s.doc for s in sig)}", {"status": "mitigated"})
             self.store.event(iid, "verification", "watch", {"verdict": "helped", "signals": detail,
                                                             "detail": "; ".join(s.doc for s in sig)})
         elif status == "mitigated" and not ok:
             self.store.set_status(iid, "open", "watch", f"symptoms back: {d.incident}")
+            self.notify(iid, "status", f"open again: {d.incident} symptoms back", {"status": "open"})
             self.store.event(iid, "verification", "watch", {"verdict": "relapsed", "signals": detail})
 
     def _plan(self, active: dict[str, Any], d: Diagnosis) -> None:
@@ -206,6 +217,10 @@ class Watcher:
              else None, "guard": a.guard.model_dump() if a.guard else None} for a in plan.actions],
             "manual": plan.manual})
         self.log.info("plan", incident_id=iid, plan_id=plan.id, actions=[a.kind for a in plan.actions])
+        wait = " — awaiting approval: " + ", ".join(f"{a.kind} {a.id}" for a in plan.actions) \
+            if self.mode == "approve" and plan.actions else ""
+        self.notify(iid, "plan", f"plan {plan.id}: {', '.join(a.kind for a in plan.actions) or 'manual steps only'}"
+                    f" ({self.mode} mode){wait}", {"plan_id": plan.id, "actions": [a.id for a in plan.actions]})
 
     def _act(self, iid: str) -> None:
         p, act = self.plan, self.actuator
@@ -239,6 +254,8 @@ class Watcher:
                                                         "guard": a.guard.model_dump() if a.guard else None})
             self.metrics.actions.labels(a.status).inc()
             self.log.info("action", incident_id=iid, action_id=a.id, kind=a.kind, status=a.status)
+            self.notify(iid, "action", f"{a.kind} {a.target.ref()}: {a.status}", {"action_id": a.id,
+                                                                                  "status": a.status})
             executed = executed or a.status == "executed"
         if executed:
             self.store.set_status(iid, "mitigating", "watch", "emergency action executed")
