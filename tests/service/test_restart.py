@@ -79,7 +79,11 @@ def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: P
             inc = httpx.get(f"{url}/api/v1/incidents/{incs[0]['id']}", headers=auth(API)).json()
             return inc if inc["plan"] else None
 
-        wait_for(lambda: plan() is not None, 120, "a kv-capacity incident with a plan")
+        try:
+            wait_for(lambda: plan() is not None, 180, "a kv-capacity incident with a plan")
+        except AssertionError as exc:  # say what the service saw (a loaded machine slows the real-time fleet)
+            raise AssertionError(f"{exc}; sim lag {sim.lag_s:.1f}s; serve log tail:\n"
+                                 f"{log.read_text()[-3000:]}") from None
         inc = plan()
         assert inc is not None and inc["incident"] == "kv-capacity"
         scale = next(a for a in inc["plan"]["actions"] if a["kind"] == "scale_out")
