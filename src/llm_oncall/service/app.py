@@ -1,0 +1,103 @@
+"""The service: one process holding the store, the watch loop and the HTTP API; stops gracefully."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from llm_oncall.actions.guard import Policy
+from llm_oncall.actions.kube import Kube
+from llm_oncall.actions.ledger import Ledger
+from llm_oncall.actions.run import Actuator
+from llm_oncall.incidents import IncidentStore, StoreError
+from llm_oncall.service import api, sources
+from llm_oncall.service.config import ServiceConfig
+from llm_oncall.service.notify import Notifier
+from llm_oncall.service.telemetry import Log, Metrics
+from llm_oncall.service.watch import Watcher
+
+
+class Service:
+    def __init__(self, cfg: ServiceConfig, log: Log | None = None) -> None:
+        self.cfg = cfg
+        self.log = log or Log(cfg.log_level)
+        self.metrics = Metrics()
+        self.store = IncidentStore(cfg.db, busy_timeout_s=2.0)
+        self.ledger = Ledger(cfg.db)
+        self.feed = sources.build(cfg)
+        policy = Policy.load(cfg.policy) if cfg.policy is not None else Policy()
+        # "a diagnosis older than two scrape intervals is re-checked before execution" (the loop's interval)
+        policy.max_diagnosis_age_s = 2 * cfg.interval
+        actuator = None
+        if self.feed.kubeconfig is not None:
+            kube = Kube(self.feed.kubeconfig, self.feed.namespace, timeout_s=cfg.kube_timeout)
+            actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve")
+        else:
+            self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
+        self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,
+                               self.log, cfg.resolve_after)
+        host, port = cfg.host_port
+        self.httpd = api.make_server(self, host, port)
+        self.http_thread: threading.Thread | None = None
+        self.started = time.time()
+        self.stopped = threading.Event()
+        self.notifier = Notifier(cfg.notify, self.store, self.log, self.url,
+                                 on_outcome=lambda o: self.metrics.notifications.labels(o).inc())
+        self.watcher.notify = self.notifier
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> Service:
+        done = self.watcher.reconcile()
+        if done:
+            self.log.info("reconciled intents from before the restart", intents=done)
+        self.http_thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                            name="http", daemon=True)
+        self.http_thread.start()
+        self.notifier.start()
+        self.watcher.start()
+        self.log.info("serving", url=self.url, source=self.cfg.source.kind, mode=self.cfg.mode,
+                      interval_s=self.cfg.interval, db=str(self.cfg.db))
+        return self
+
+    def stop(self) -> None:
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        self.log.info("stopping")
+        self.httpd.shutdown()
+        self.watcher.stop()
+        self.notifier.stop()
+        self.httpd.server_close()
+        self.feed.close()
+        self.store.close()
+        self.ledger.close()
+        self.log.info("stopped")
+
+    def refresh_counts(self) -> None:
+        try:
+            for status, n in self.store.counts().items():
+                self.metrics.incidents.labels(status).set(n)
+        except StoreError:
+            pass
+
+    def health(self) -> dict[str, Any]:
+        last = self.watcher.last_wall
+        return {"ok": True, "rounds": self.watcher.rounds, "mode": self.cfg.mode, "source": self.cfg.source.kind,
+                "last_diagnosis": self.watcher.last.incident if self.watcher.last else None,
+                "last_diagnosis_age_s": round(time.time() - last, 3) if last else None,
+                "uptime_s": round(time.time() - self.started, 3)}
+
+    def find_action(self, action_id: str) -> tuple[str, str] | None:
+        """(incident id, plan id) of the open incident whose plan holds this action."""
+        active = self.store.active()
+        if active is None or not active.get("plan_id"):
+            return None
+        body = self.ledger.plan(active["plan_id"])
+        if body is None or not any(a["id"] == action_id for a in body["actions"]):
+            return None
+        return str(active["id"]), str(active["plan_id"])

@@ -1,0 +1,137 @@
+"""kill -9 of a `serve` process in the middle of an action, then a restart: the intent the ledger recorded before
+the call is reconciled against the cluster (the write had landed → recorded as executed) and the action is not
+sent again.  The fleet and its Kubernetes API run in this process (sim serve in real time), the service scrapes
+its file_sd list over HTTP and acts through lightkube; SIGTERM then stops it cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from tests.service.conftest import API, APPROVE, WEBHOOK, auth
+from tests.testkit import free_port, http_ok, wait_for
+
+from llm_oncall.sim import Fleet, scenario
+from llm_oncall.sim.serve import SimServer
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+NS, DEP = "llm", "vllm-llama-8b"
+
+
+def _serve(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return subprocess.Popen([sys.executable, "-m", "llm_oncall.cli", "serve", "--config", str(cfg)],
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env)
+
+
+def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return list(con.execute(sql).fetchall())
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()
+
+
+def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: Path) -> None:
+    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=120.0)
+    fleet = Fleet(cfg_, seed=3, fault=fault)
+    sd = tmp_path / "targets.json"
+
+    def publish(groups: list[dict[str, Any]]) -> None:
+        tmp = sd.with_suffix(".tmp")
+        tmp.write_text(json.dumps(groups))
+        os.replace(tmp, sd)
+
+    sim = SimServer(fleet, speed=30.0, base_port=0, on_targets=publish, kube_api=("127.0.0.1", 0)).start()
+    assert sim.kube is not None
+    kube_url = sim.kube.url
+    kc = sim.kube.write_kubeconfig(tmp_path / "kubeconfig")
+    db = tmp_path / "incidents.db"
+    (tmp_path / "policy.yaml").write_text("cooldown_s: {default: 600}\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "listen": f"127.0.0.1:{port}", "db": str(db), "source": {"file_sd": str(sd)}, "interval": "0.5s",
+        "mode": "approve", "policy": str(tmp_path / "policy.yaml"), "kubeconfig": str(kc), "kube_timeout": "20s",
+        "auth": {"webhook": [WEBHOOK], "api": [API], "approve": [APPROVE]}}))
+    log = tmp_path / "serve.log"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        wait_for(sd.is_file, 10, "the file_sd list")
+        procs.append(_serve(cfg, log))
+        wait_for(lambda: http_ok(f"{url}/healthz"), 30, "serve to answer /healthz")
+
+        def plan() -> dict[str, Any] | None:
+            incs = httpx.get(f"{url}/api/v1/incidents", headers=auth(API)).json()
+            if not incs or not incs[0]["plan_id"]:
+                return None
+            inc = httpx.get(f"{url}/api/v1/incidents/{incs[0]['id']}", headers=auth(API)).json()
+            return inc if inc["plan"] else None
+
+        try:
+            wait_for(lambda: plan() is not None, 180, "a kv-capacity incident with a plan")
+        except AssertionError as exc:  # say what the service saw (a loaded machine slows the real-time fleet)
+            raise AssertionError(f"{exc}; sim lag {sim.lag_s:.1f}s; serve log tail:\n"
+                                 f"{log.read_text()[-3000:]}") from None
+        inc = plan()
+        assert inc is not None and inc["incident"] == "kv-capacity"
+        scale = next(a for a in inc["plan"]["actions"] if a["kind"] == "scale_out")
+        want = int(scale["params"]["replicas"])
+        # the scale write lands, then the API never answers: the process is inside the call when it dies
+        r = httpx.post(f"{kube_url}/_sim/faults", json={"method": "PATCH", "path": "/scale$", "code": 0,
+                                                         "delay_s": 30, "when": "after", "count": 1})
+        assert r.status_code == 200
+        r = httpx.post(f"{url}/api/v1/actions/{scale['id']}/approve", headers=auth(APPROVE), json={"by": "alice"})
+        assert r.status_code == 202, r.text
+
+        def replicas() -> int:
+            d = httpx.get(f"{kube_url}/apis/apps/v1/namespaces/{NS}/deployments/{DEP}").json()
+            return int(d["spec"]["replicas"])
+
+        wait_for(lambda: replicas() == want, 60, "the scale write to land")
+        wait_for(lambda: _rows(db, "SELECT status FROM executions") == [("started",)], 10,
+                 "the intent (started, no result) in the ledger")
+        procs[0].kill()  # kill -9, mid-call
+        procs[0].wait(10)
+        assert procs[0].returncode == -signal.SIGKILL
+        seen = len(sim.kube.faults.log)
+        httpx.delete(f"{kube_url}/_sim/faults")
+
+        procs.append(_serve(cfg, log))
+        wait_for(lambda: http_ok(f"{url}/healthz"), 30, "serve to answer /healthz again")
+        wait_for(lambda: _rows(db, "SELECT status FROM executions") == [("executed",)], 30,
+                 "the intent reconciled as executed")
+        rounds = httpx.get(f"{url}/healthz").json()["rounds"]
+        wait_for(lambda: httpx.get(f"{url}/healthz").json()["rounds"] >= rounds + 10, 60, "10 more rounds")
+        steps = [s for (s,) in _rows(db, "SELECT step FROM audit ORDER BY seq")]
+        assert steps.count("execute") == 1 and "reconciled" in steps
+        scale_writes = [e for e in sim.kube.faults.log[seen:] if e[0] == "PATCH" and e[1].endswith("/scale")]
+        assert scale_writes == []  # never sent again
+        assert replicas() == want
+        tl = httpx.get(f"{url}/api/v1/incidents/{inc['id']}", headers=auth(API)).json()["timeline"]
+        rec = [e for e in tl if e["kind"] == "action" and e["actor"] == "reconcile"]
+        assert rec and rec[0]["detail"]["status"] == "executed"
+        assert any(e["kind"] == "approval" and e["actor"].startswith("alice") for e in tl)
+
+        procs[1].send_signal(signal.SIGTERM)
+        assert procs[1].wait(30) == 0
+        lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+        assert lines[-1]["msg"] == "stopped"
+        assert any(x["msg"] == "intent reconciled" and x["outcome"] == "executed" for x in lines)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        sim.stop()
