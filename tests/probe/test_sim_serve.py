@@ -114,7 +114,7 @@ def test_down_pod_answers_503_and_hung_pod_never_answers(serve: Callable[..., Si
 
 
 def test_new_pods_get_ports_and_the_target_list_is_republished(serve: Callable[..., SimServer]) -> None:
-    published: list[list[dict[str, object]]] = []
+    published: list[list[dict[str, Any]]] = []
     fleet = fault_fleet("bad-model-rollout", seed=1, at=1.0, pods=2, model_load_s=2.0)
     server = serve(fleet, speed=10.0, on_targets=published.append)
 
