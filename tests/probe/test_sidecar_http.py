@@ -118,7 +118,8 @@ def test_engine_hang_turns_livez_503_within_stall_plus_one_interval(
     seen = list(hung.seen)
     trace = hung.trace()
     s = next(i for i, x in enumerate(seen) if not x.verdict.healthy)
-    stalled, prev = seen[s].verdict, seen[s - 1]
+    stalled = seen[s].verdict
+    prev = next(x for x in reversed(seen[:s]) if x.verdict.status != "unreachable")  # a failed scrape judges nothing
     assert stalled.status == "stalled" and (stalled.running or 0) > 0, trace
     # While the pod stepped it was never stalled: every scrape whose page predates the freeze was healthy.
     before = [x for x in seen if x.world_after < onset]
