@@ -7,6 +7,7 @@ that record. Waits are for conditions, with generous timeouts that only say what
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from typer.testing import CliRunner
 from llm_oncall.cli import probe as cli_probe
 from llm_oncall.probe.liveness import LivenessConfig, Verdict
 from llm_oncall.probe.server import LivenessSidecar, http_fetch, parse_duration, parse_listen
-from llm_oncall.sim import Fleet, FleetConfig
+from llm_oncall.sim import Fleet, FleetConfig, faults, scenario
 from llm_oncall.sim.serve import SimServer
 
 from .conftest import fault_fleet
@@ -93,22 +94,30 @@ def livez(client: httpx.Client, car: LivenessSidecar) -> httpx.Response:
 
 def test_engine_hang_turns_livez_503_within_stall_plus_one_interval(
         serve: Callable[..., SimServer], sidecars: Callable[..., Recording]) -> None:
-    stall, interval, onset, speed = 2.0, 0.25, 6.0, 4.0
-    fleet = fault_fleet("engine-hang", seed=5, at=onset, pods=4, params={"group": "vllm-llama-8b-g1"})
+    stall, interval, speed = 2.0, 0.25, 4.0
+    group = "vllm-llama-8b-g1"
+    cfg, spec = scenario("engine-hang", 5, pods=4, params={"group": group})
+    assert spec is not None
+    fleet = Fleet(cfg, seed=5)  # the hang is injected below, once both sidecars have watched their pods step
     server = serve(fleet, speed=speed)
     groups = {g["labels"]["pod"]: g["labels"]["group"] for g in server.file_sd() if g["labels"]["kind"] == "vllm"}
     urls = server.pod_urls()
-    hung = sidecars(urls[next(p for p, g in groups.items() if g == "vllm-llama-8b-g1")] + "/metrics",
+    hung = sidecars(urls[next(p for p, g in groups.items() if g == group)] + "/metrics",
                     stall, interval, world=server.virtual_now)
     fine = sidecars(urls[next(p for p, g in groups.items() if g == "vllm-llama-8b-g0")] + "/metrics",
                     stall, interval, world=server.virtual_now)
+    wait_for(lambda: sum(x.verdict.status == "ok" for x in hung.seen) >= 3 and len(fine.seen) >= 3, 60,
+             "three scrapes of each pod, the one to hang stepping with requests")
+    with server.lock:
+        onset = fleet.now
+        faults.install(fleet, dataclasses.replace(spec, at=onset))  # fires at the clock's next advance
     with httpx.Client(timeout=SCRAPE_TIMEOUT_S) as client:
         def hung_fails() -> bool:
             r_fine = livez(client, fine)
             assert r_fine.status_code == 200, r_fine.json()
             return livez(client, hung).status_code == 503
 
-        wait_for(hung_fails, 60, f"/livez of the pod frozen at t={onset:g}s (simulated) to answer 503")
+        wait_for(hung_fails, 60, f"/livez of the pod frozen at t={onset:.2f}s (simulated) to answer 503")
         body = livez(client, hung).json()
         page = client.get(hung.url + "/metrics").text
     assert body["status"] == "stalled" and body["running"] > 0, body
@@ -125,8 +134,9 @@ def test_engine_hang_turns_livez_503_within_stall_plus_one_interval(
     before = [x for x in seen if x.world_after < onset]
     assert before and all(x.verdict.status in ("ok", "idle") for x in before), trace
     # The stall clock runs from the last scrape at which the heartbeat moved; at the latest that is the first
-    # scrape whose fetch began after the freeze (every later page shows the same frozen heartbeat).
-    k0 = next(i for i, x in enumerate(seen) if x.world_before >= onset)
+    # scrape whose fetch began after the freeze with requests present (every later page shows the same frozen
+    # heartbeat, and a hung engine never finishes what it holds).
+    k0 = next(i for i, x in enumerate(seen) if x.world_before > onset and x.verdict.status != "idle")
     assert stalled.seconds_since_progress is not None
     moved = seen[s].slot - stalled.seconds_since_progress
     assert moved <= seen[k0].slot + EPS, trace
