@@ -4,24 +4,34 @@ Three exporters speak vLLM 0.32 names: two serve the classic text format (colons
 real vLLM does); one is prometheus_client's own `start_http_server`, which answers
 Prometheus' OpenMetrics Accept header with underscore-escaped names (`vllm_…`) while a
 direct scrape asking for text/plain still gets the colons.  A fourth target never answers.
+
+The fleet runs on a timeline of its own, not on the wall clock: the test moves it one tick at a time, every
+sample carries the tick's time as its exposition timestamp (Prometheus honours it), the direct scraper's clock
+reads the same tick, and the next tick comes only once Prometheus has stored this one. Both sources therefore
+hold exactly the same (time, value) points however late the scrapes, threads or Prometheus run, and the rates
+are exact.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import generate_latest, start_http_server
-from tests.testkit import free_port, run_prometheus
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from tests.testkit import free_port, run_prometheus, wait_for
 
 from llm_oncall.signals.catalog import BY_KEY, SIGNALS
-from llm_oncall.signals.prometheus import PrometheusSource, promql
+from llm_oncall.signals.prometheus import PrometheusError, PrometheusSource, promql
 from llm_oncall.signals.scrape import ScrapeSource
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
 from llm_oncall.signals.source import Target
@@ -30,17 +40,51 @@ from signals.pages import Engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prometheus")]
 
-DRIVE_S = 9.0
+TICKS = 10
+"""Ticks of the fleet's timeline, one second apart: more than the window the Prometheus source reads."""
+MAX_TICKS = 60
+"""The timeline goes on while a failed scrape is inside that window (a safety net against an endless run)."""
+SCRAPE_S = 2
+"""Prometheus' scrape interval and timeout here: how fast the ticks go, not what they measure. Its own 1 s / 0.8 s
+fail scrapes of these in-process exporters on a heavily loaded host, and each failure delays the run (below)."""
 WINDOW_S = 6.0
-TICK_S = 0.25
+TICK_S = 1.0
+
+
+class Timeline:
+    """The fleet's clock: whole seconds, moved only by the test (and the lock every exporter renders under)."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+        self.lock = threading.Lock()
+
+
+class _Stamped(Collector):
+    """An engine's families with every sample stamped with the timeline's time."""
+
+    def __init__(self, engine: Engine, timeline: Timeline) -> None:
+        self.engine = engine
+        self.timeline = timeline
+
+    def collect(self) -> Iterable[Metric]:
+        with self.timeline.lock:  # one consistent tick: no half-applied increments, one timestamp
+            ts = self.timeline.now
+            metrics = list(self.engine.registry.collect())
+        for m in metrics:  # fresh objects from each collect()
+            m.samples = [s._replace(timestamp=ts) for s in m.samples]
+        return metrics
+
+
+def _stamped_registry(engine: Engine, timeline: Timeline) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Stamped(engine, timeline))
+    return registry
 
 
 class _TextExporter:
     """The classic text format whatever the Accept header (names keep their colons, like vLLM)."""
 
-    def __init__(self, engine: Engine) -> None:
-        registry = engine.registry
-
+    def __init__(self, registry: CollectorRegistry) -> None:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 body = generate_latest(registry)
@@ -74,6 +118,12 @@ class Pod:
     fast: int
     slow: int
 
+    def tick(self) -> None:
+        """One tick's worth of work (the increments behind the expected per-second rates)."""
+        self.engine.preempt(self.preempt).finish("stop", self.finished).tokens(40 * self.finished,
+                                                                                20 * self.finished)
+        self.engine.observe("ttft", 0.05, self.fast).observe("ttft", 0.7, self.slow).step(4)
+
 
 @dataclass
 class Fleet:
@@ -82,12 +132,55 @@ class Fleet:
     prometheus_url: str
     scrape_store: Store
     end: float
+    """The last tick's time: every query of the tests is evaluated there."""
 
 
 def _prometheus(tmp: Path, targets: dict[str, int]) -> Iterator[str]:
     static = "\n".join(f'      - targets: ["127.0.0.1:{p}"]\n        labels: {{pod: "{name}"}}'
                        for name, p in targets.items())
-    yield from run_prometheus(tmp, f"scrape_configs:\n  - job_name: vllm\n    static_configs:\n{static}\n")
+    yield from run_prometheus(tmp, "scrape_configs:\n  - job_name: vllm\n    honor_timestamps: true\n"
+                                   f"    scrape_interval: {SCRAPE_S}s\n    scrape_timeout: {SCRAPE_S}s\n"
+                                   f"    static_configs:\n{static}\n")
+
+
+GENERATED = '{__name__=~"vllm:generation_tokens_total|vllm_generation_tokens_total",job="vllm"}'
+
+
+def _stored(source: PrometheusSource, at: float) -> dict[str, tuple[float, float]]:
+    """Per pod, the timestamp and value of the generated-token counter Prometheus holds at ``at``."""
+    try:
+        values = source.query(GENERATED, at=at)
+        stamps = source.query(f"timestamp({GENERATED})", at=at)
+    except PrometheusError:
+        return {}
+    ts = {r["metric"].get("pod", "?"): float(r["value"][1]) for r in stamps}
+    return {r["metric"].get("pod", "?"): (ts.get(r["metric"].get("pod", "?"), math.nan), float(r["value"][1]))
+            for r in values}
+
+
+def _holds(source: PrometheusSource, at: float, expected: dict[str, tuple[float, float]]) -> bool:
+    return _stored(source, at) == expected
+
+
+UP_RANGE_S = WINDOW_S + 3 + 2 * SCRAPE_S
+"""`up` samples that can decide a step of the window the Prometheus source reads."""
+
+
+def _up_throughout(source: PrometheusSource, at: float, range_s: float) -> dict[str, float]:
+    """The lowest `up` of each live exporter over the ``range_s`` before ``at``."""
+    try:
+        rows = source.query(f'min_over_time(up{{job="vllm",pod!="pod-dead"}}[{range_s:g}s])', at=at)
+    except PrometheusError:
+        return {}
+    return {r["metric"].get("pod", "?"): float(r["value"][1]) for r in rows}
+
+
+def _up(source: PrometheusSource) -> dict[str, float]:
+    try:
+        rows = source.query('up{job="vllm"}')
+    except PrometheusError:
+        return {}
+    return {r["metric"].get("pod", "?"): float(r["value"][1]) for r in rows}
 
 
 @pytest.fixture(scope="module")
@@ -98,11 +191,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         "pod-b": (Engine("vllm-0.32", model="llama").set(running=8, waiting=13, kv=0.93), 3, 4, 6, 4),
         "pod-c": (Engine("vllm-0.32", model="llama").set(running=2, waiting=0, kv=0.12), 0, 2, 18, 2),
     }
+    # The timeline starts in the past so that no sample is stamped ahead of Prometheus' own clock.
+    timeline = Timeline(float(math.floor(time.time())) - 2.0)
     closers: list[Callable[[], None]] = []
     pods: list[Pod] = []
     for name, (engine, preempt, finished, fast, slow) in engines.items():
+        registry = _stamped_registry(engine, timeline)
         if name == "pod-c":
-            server, thread = start_http_server(0, addr="127.0.0.1", registry=engine.registry)
+            server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
             port = server.server_address[1]
 
             def close(server: Any = server, thread: threading.Thread = thread) -> None:
@@ -112,41 +208,47 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 
             closers.append(close)
         else:
-            exporter = _TextExporter(engine)
+            exporter = _TextExporter(registry)
             port = exporter.port
             closers.append(exporter.close)
         pods.append(Pod(name, engine, port, preempt, finished, fast, slow))
     dead_port = free_port()
-    stop = threading.Event()
-
-    def drive() -> None:
-        while not stop.is_set():
-            for p in pods:
-                p.engine.preempt(p.preempt).finish("stop", p.finished).tokens(40 * p.finished, 20 * p.finished)
-                p.engine.observe("ttft", 0.05, p.fast).observe("ttft", 0.7, p.slow).step(4)
-            stop.wait(TICK_S)
-
     prom = _prometheus(tmp, {**{p.name: p.port for p in pods}, "pod-dead": dead_port})
     try:
         url = next(prom)
-        driver = threading.Thread(target=drive, daemon=True)
-        driver.start()
+        source = PrometheusSource(url)
+        # Every target scraped once (up is stamped by Prometheus itself: the window must start after it).
+        wait_for(lambda: _up(source) == {"pod-a": 1.0, "pod-b": 1.0, "pod-c": 1.0, "pod-dead": 0.0}, 120,
+                 "Prometheus' first scrape of all four targets")
+        with timeline.lock:
+            timeline.now = float(math.floor(time.time())) - 1.0
         targets = [Target(p.name, f"http://127.0.0.1:{p.port}/metrics") for p in pods]
         targets.append(Target("pod-dead", f"http://127.0.0.1:{dead_port}/metrics"))
-        scraper = ScrapeSource(targets, timeout_s=1.0)
-        store = Store(interval_s=1.0)
-        started = time.monotonic()
-        while time.monotonic() - started < DRIVE_S:
-            tick = time.monotonic()
+        scraper = ScrapeSource(targets, timeout_s=30.0, clock=lambda: timeline.now)
+        store = Store(interval_s=TICK_S)
+        for k in range(MAX_TICKS):
+            if k:
+                with timeline.lock:
+                    timeline.now += TICK_S
+                    for p in pods:
+                        p.tick()
             store.add(scraper.collect())
-            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+            at = timeline.now
+            expected = {p.name: (at, 20.0 * p.finished * k) for p in pods}
+            wait_for(functools.partial(_holds, source, at, expected), 120,
+                     f"Prometheus to store tick {k} (t={at:.0f}) of every exporter")
+            # Prometheus stamps `up` with its own clock. A scrape of a live exporter that timed out (a busy host)
+            # is `up == 0` for the steps the Prometheus source reads around it: the window then holds one page
+            # less for that pod than the direct scrape has. Go on until no such failure is inside the window.
+            if k + 1 >= TICKS and _up_throughout(source, at, UP_RANGE_S) == {p.name: 1.0 for p in pods}:
+                break
+        else:
+            raise AssertionError(f"Prometheus failed a scrape of a live exporter within every {UP_RANGE_S:g}s "
+                                 f"over {MAX_TICKS} ticks: {_up_throughout(source, at, 60)}")
         end = store.latest_time()
-        assert end is not None
+        assert end == timeline.now, (end, timeline.now)
         yield Fleet(pods, dead_port, url, store, end)
-        stop.set()
-        driver.join(timeout=5)
     finally:
-        stop.set()
         for close in closers:
             close()
         prom.close()  # runs the finalizer: Prometheus is terminated
@@ -168,8 +270,8 @@ def _pod(snap: Snapshot, name: str) -> PodSnapshot:
 
 def test_prometheus_stored_escaped_names_for_the_negotiating_exporter(fleet: Fleet) -> None:
     source = PrometheusSource(fleet.prometheus_url)
-    escaped = source.query('vllm_num_requests_running{job="vllm"}')
-    colon = source.query('{__name__="vllm:num_requests_running",job="vllm"}')
+    escaped = source.query('vllm_num_requests_running{job="vllm"}', at=fleet.end)
+    colon = source.query('{__name__="vllm:num_requests_running",job="vllm"}', at=fleet.end)
     assert {r["metric"]["pod"] for r in escaped} == {"pod-c"}
     assert {r["metric"]["pod"] for r in colon} == {"pod-a", "pod-b"}
 
@@ -186,15 +288,13 @@ def test_prometheus_source_matches_direct_scrape(fleet: Fleet) -> None:
         for field, expected in (("preemptions_per_s", p.preempt * per_s), ("requests_per_s", p.finished * per_s),
                                 ("generation_tokens_per_s", 20 * p.finished * per_s)):
             got_direct, got_prom = getattr(a, field), getattr(b, field)
-            # the driver's ticks drift on a busy machine: within 35% of the nominal rate,
-            # and the two sources within 15% of each other
-            assert got_direct == pytest.approx(expected, rel=0.35), (p.name, field, "direct")
-            assert got_prom == pytest.approx(expected, rel=0.35), (p.name, field, "prometheus")
-            assert got_prom == pytest.approx(got_direct, rel=0.15), (p.name, field)
+            # the same points on the fleet's own timeline: exact in both sources
+            assert got_direct == pytest.approx(expected, rel=1e-9), (p.name, field, "direct")
+            assert got_prom == pytest.approx(expected, rel=1e-9), (p.name, field, "prometheus")
         assert a.ttft_p99 is not None and b.ttft_p99 is not None
-        assert b.ttft_p99 == pytest.approx(a.ttft_p99, rel=0.05), p.name
+        assert b.ttft_p99 == pytest.approx(a.ttft_p99, rel=1e-9), p.name
         assert a.restarts == b.restarts == 0
-    assert direct.fleet.ttft_p99 == pytest.approx(via_prometheus.fleet.ttft_p99, rel=0.05)
+    assert direct.fleet.ttft_p99 == pytest.approx(via_prometheus.fleet.ttft_p99, rel=1e-9)
     assert direct.fleet.running == via_prometheus.fleet.running == 15
     assert direct.fleet.kv_usage_max == via_prometheus.fleet.kv_usage_max == 0.93
 
@@ -211,10 +311,13 @@ def test_every_catalog_promql_is_accepted_by_prometheus(fleet: Fleet) -> None:
     for sig in SIGNALS:
         for selector in ("", 'job="vllm",pod=~"pod-.*"'):
             source.query(promql(sig, selector))  # raises PrometheusError unless status is success
-    running = {r["metric"]["pod"]: float(r["value"][1]) for r in source.query(promql(BY_KEY["running"]))}
+    # evaluated at the last tick: the fleet's timeline, not the wall clock, holds the samples
+    at = fleet.end
+    running = {r["metric"]["pod"]: float(r["value"][1]) for r in source.query(promql(BY_KEY["running"]), at=at)}
     assert running == {"pod-a": 5.0, "pod-b": 8.0, "pod-c": 2.0}  # colon and escaped names alike
     rates = {r["metric"]["pod"]: float(r["value"][1])
-             for r in source.query(promql(BY_KEY["preemptions"], window="5s"))}
-    assert set(rates) == {"pod-a", "pod-b", "pod-c"} and rates["pod-c"] == 0.0 and rates["pod-b"] > rates["pod-a"] > 0
-    p99 = {r["metric"]["pod"]: float(r["value"][1]) for r in source.query(promql(BY_KEY["ttft"], window="5s"))}
+             for r in source.query(promql(BY_KEY["preemptions"], window="5s"), at=at)}
+    assert rates == pytest.approx({p.name: p.preempt / TICK_S for p in fleet.pods}, rel=1e-9)
+    p99 = {r["metric"]["pod"]: float(r["value"][1])
+           for r in source.query(promql(BY_KEY["ttft"], window="5s"), at=at)}
     assert set(p99) == {"pod-a", "pod-b", "pod-c"} and all(0.5 < v <= 0.75 for v in p99.values())

@@ -33,11 +33,15 @@ def test_prometheus_scrapes_sim_serve(served: tuple[SimServer, str]) -> None:
     server, url = served
 
     def waiting_series() -> int:
-        body = httpx.get(f"{url}/api/v1/query", params={"query": "vllm:num_requests_waiting"}, timeout=2).json()
-        return len(body["data"]["result"])
+        try:  # a slow answer is "not yet", not a failure
+            body = httpx.get(f"{url}/api/v1/query", params={"query": "vllm:num_requests_waiting"},
+                             timeout=10).json()
+        except (httpx.HTTPError, ValueError):
+            return 0
+        return len(body.get("data", {}).get("result", []))
 
-    wait_for(lambda: waiting_series() >= 3, 40, "three pods' vllm:num_requests_waiting in Prometheus")
-    wait_for(lambda: len(server.pod_urls()) >= 3, 5, "pod endpoints")
+    wait_for(lambda: waiting_series() >= 3, 120, "three pods' vllm:num_requests_waiting in Prometheus")
+    wait_for(lambda: len(server.pod_urls()) >= 3, 30, "pod endpoints")
     # Enough history for windowed rates, then the Prometheus source sees the same fleet.
     source = PrometheusSource(url, 'job="sim"', window_s=8.0, step_s=1.0)
     store = Store(interval_s=1.0)
@@ -48,6 +52,6 @@ def test_prometheus_scrapes_sim_serve(served: tuple[SimServer, str]) -> None:
             return False
         return sum(1 for p in store.snapshot().pods if p.up and p.generation_tokens_per_s) >= 3
 
-    wait_for(three_pods_with_rates, 40, "rates for three pods through Prometheus")
+    wait_for(three_pods_with_rates, 120, "rates for three pods through Prometheus")
     snap = store.snapshot()
     assert {p.name for p in snap.pods if p.up} >= set(server.pod_urls())

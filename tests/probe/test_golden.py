@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.testkit import wait_until
+from tests.testkit import free_port, wait_for
 from typer.testing import CliRunner
 
 from llm_oncall.cli import probe as cli_probe
@@ -111,7 +111,7 @@ def test_cli_record_then_check_against_sim_serve(serve: Callable[..., SimServer]
     rec = runner.invoke(cli_probe.app, ["golden", "--file-sd", str(sd), "--refs", str(refs), "--record", "--json"])
     assert rec.exit_code == 0, rec.output
     assert json.loads(rec.stdout)["mode"] == "record" and refs.exists()
-    assert wait_until(lambda: fleet.ground_truth.incident == "gpu-ecc", timeout=5.0)
+    wait_for(lambda: fleet.ground_truth.incident == "gpu-ecc", 60, "the gpu-ecc fault at t=2s (simulated)")
     chk = runner.invoke(cli_probe.app, ["golden", "--file-sd", str(sd), "--refs", str(refs), "--rounds", "3",
                                         "--interval", "0", "--json"])
     assert chk.exit_code == 0, chk.output
@@ -122,8 +122,8 @@ def test_cli_record_then_check_against_sim_serve(serve: Callable[..., SimServer]
     # explicit targets and revision labels; an unreachable one is an error, not a crash
     pod, url = next(iter(server.pod_urls().items()))
     chk2 = runner.invoke(cli_probe.app, ["golden", "--target", f"{pod}={url}", "--revision-label", f"{pod}=r9",
-                                         "--target", "gone=http://127.0.0.1:9", "--refs", str(refs),
-                                         "--timeout", "2s", "--json"])
+                                         "--target", f"gone=http://127.0.0.1:{free_port()}", "--refs", str(refs),
+                                         "--timeout", "30s", "--json"])
     assert chk2.exit_code == 0, chk2.output
     rows = {r["pod"]: r for r in json.loads(chk2.stdout)["targets"]}
     assert rows[pod]["revision"] == "r9" and rows[pod]["requests"] == len(GOLDEN_PROMPTS)

@@ -6,11 +6,12 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.testkit import wait_until
+from tests.testkit import http_ok, wait_for
 from typer.testing import CliRunner
 
 from llm_oncall.cli import sim as cli_sim
@@ -47,7 +48,7 @@ def test_every_target_answers_metrics_and_file_sd_is_valid(serve: Callable[..., 
     json.loads(json.dumps(groups))
     kinds = sorted(g["labels"]["kind"] for g in groups)
     assert kinds.count("vllm") == 3 and {"dcgm", "gateway", "kube"} <= set(kinds)
-    with httpx.Client(timeout=5.0) as client:
+    with httpx.Client(timeout=10.0) as client:
         for g in groups:
             resp = client.get(f"http://{g['targets'][0]}/metrics")
             assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
@@ -66,7 +67,7 @@ def test_every_target_answers_metrics_and_file_sd_is_valid(serve: Callable[..., 
             return sum(float(line.rsplit(" ", 1)[1]) for line in page.splitlines()
                        if line.startswith("vllm:iteration_tokens_total_count"))
         first = steps()
-        assert wait_until(lambda: steps() > first, timeout=5.0)
+        wait_for(lambda: steps() > first, 30, "the pod's engine-step counter to advance")
         assert client.get(server.url("kube") + "/events").json() == []
 
 
@@ -74,7 +75,7 @@ def test_openai_endpoints(serve: Callable[..., SimServer]) -> None:
     fleet = small_fleet(pods=2)
     server = serve(fleet, speed=1.0)
     urls = list(server.pod_urls().values())
-    with httpx.Client(timeout=5.0) as client:
+    with httpx.Client(timeout=10.0) as client:
         assert client.get(urls[0] + "/health").status_code == 200
         models = client.get(urls[0] + "/v1/models").json()
         assert models["data"][0]["id"] == fleet.cfg.model_name
@@ -97,12 +98,14 @@ def test_down_pod_answers_503_and_hung_pod_never_answers(serve: Callable[..., Si
     hung = next(p for p, lab in pods.items() if lab["group"] == "vllm-llama-8b-g0")
     fine = next(p for p, lab in pods.items() if lab["group"] == "vllm-llama-8b-g1")
     urls = server.pod_urls()
-    assert wait_until(lambda: server.virtual_now() > 1.0, timeout=5.0)
-    with httpx.Client(timeout=1.0) as client:
+    wait_for(lambda: server.virtual_now() > 1.0, 30, "the hang at t=0.5s (simulated) to have happened")
+    # Answers that must come get a generous timeout; only the request that must never be answered a short one
+    # (the hung pod holds it for hang_s, far longer).
+    with httpx.Client(timeout=10.0) as client, httpx.Client(timeout=2.0) as impatient:
         assert client.get(urls[hung] + "/health").status_code == 200  # /health cannot see the hang
         assert client.get(urls[hung] + "/metrics").status_code == 200
         with pytest.raises(httpx.TimeoutException):
-            client.post(urls[hung] + "/v1/completions", json={"prompt": "x", "max_tokens": 4})
+            impatient.post(urls[hung] + "/v1/completions", json={"prompt": "x", "max_tokens": 4})
         with server.lock:
             fleet.restart_pods([fine])
         assert client.get(urls[fine] + "/metrics").status_code == 503
@@ -111,20 +114,25 @@ def test_down_pod_answers_503_and_hung_pod_never_answers(serve: Callable[..., Si
 
 
 def test_new_pods_get_ports_and_the_target_list_is_republished(serve: Callable[..., SimServer]) -> None:
-    published: list[list[dict[str, object]]] = []
+    published: list[list[dict[str, Any]]] = []
     fleet = fault_fleet("bad-model-rollout", seed=1, at=1.0, pods=2, model_load_s=2.0)
-    server = serve(fleet, speed=10.0, on_targets=published.append)
-    revisions = lambda: {g["labels"]["revision"] for g in server.file_sd()  # noqa: E731
-                         if g["labels"]["kind"] == "vllm"}
-    assert len(revisions()) == 1
-    assert wait_until(lambda: len(revisions()) == 2, timeout=10.0)
-    assert len(published) >= 2
-    check_file_sd(published[-1])
+    serve(fleet, speed=10.0, on_targets=published.append)
+
+    def revisions(groups: list[dict[str, Any]]) -> set[str]:
+        return {g["labels"]["revision"] for g in groups if g["labels"]["kind"] == "vllm"}
+
+    # Every publication is recorded by the callback, which runs after the endpoints changed: wait on it, not on
+    # server.file_sd(), which can show the new pod a moment before the list is published.
+    wait_for(lambda: any(len(revisions(p)) == 2 for p in list(published)), 60,
+             "a published target list with the old and the new revision")
+    both = next(p for p in published if len(revisions(p)) == 2)
+    check_file_sd(both)
+    assert len(revisions(published[0])) == 1  # the list published at start, before the clock ran
     new_rev = fleet.ground_truth.revision
-    new_pods = [g for g in server.file_sd() if g["labels"].get("revision") == new_rev]
+    new_pods = [g for g in both if g["labels"].get("revision") == new_rev]
     assert new_pods
     addr = new_pods[0]["targets"][0]
-    assert wait_until(lambda: httpx.get(f"http://{addr}/metrics", timeout=2.0).status_code == 200, timeout=10.0)
+    wait_for(lambda: http_ok(f"http://{addr}/metrics", timeout_s=10.0), 60, f"the new pod at {addr} to serve /metrics")
 
 
 def test_cli_prints_file_sd_and_writes_the_file(tmp_path: Path) -> None:

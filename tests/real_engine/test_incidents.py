@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tests.testkit import wait_for
 from typer.testing import CliRunner
 
 from llm_oncall.cli import app
@@ -65,6 +66,8 @@ class Load:
     sent: int = 0
     ok: int = 0
     errors: list[str] = field(default_factory=list)
+    completion_tokens: list[int] = field(default_factory=list)
+    """Tokens generated, per request answered."""
     _stopping: bool = False
     _loop: asyncio.AbstractEventLoop | None = None
     _task: asyncio.Task[Any] | None = None
@@ -97,6 +100,10 @@ class Load:
                 r = await http.post("/v1/completions", json=body)
                 r.raise_for_status()
                 self.ok += 1
+                try:
+                    self.completion_tokens.append(int(r.json()["usage"]["completion_tokens"]))
+                except (ValueError, KeyError, TypeError):
+                    self.completion_tokens.append(-1)  # an answer without usage: shows in any check of the counts
             except httpx.HTTPError as exc:
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             if not c.repeat:
@@ -216,14 +223,18 @@ def test_light_traffic_is_healthy(vllm_server: VllmServer) -> None:
     vllm_server.wait_idle()
     clients = [Client(SHORT_PROMPT, 16, pause_s=0.5), Client(LONG_PROMPT, 32, pause_s=1.0)]
     with running_load(vllm_server, clients, max_requests=200) as load:
+        # The traffic flows before the diagnosis starts (an event, however slow the first answers on a busy host).
+        wait_for(lambda: load.ok >= 2 or bool(load.errors), 120, "the light traffic's first answers")
+        ok_before = load.ok
         t0 = time.monotonic()
         body = cli_json(["diagnose", "--target", f"tiny={vllm_server.metrics_url}", "--interval", str(INTERVAL),
                          "--samples", "6", "--json"])
         elapsed = time.monotonic() - t0
+        ok_during = load.ok - ok_before
     report("healthy", clients=len(clients), requests_ok=load.ok, seconds=elapsed, incident=body["incident"],
            confidence=body["confidence"])
     assert not load.errors, load.errors[:3]
-    assert load.ok >= 4, "the light traffic did not run"
+    assert ok_during >= 1, "the light traffic did not run during the diagnosis"
     assert body["snapshot"]["fleet"]["pods_up"] == 1
     assert body["incident"] == "healthy", body["summary"]
     vllm_server.wait_idle()
@@ -259,14 +270,18 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
     clients = [Client(SHORT_PROMPT, 1000)] * 4
     warm_up(vllm_server, clients)
     live = Live(vllm_server)
-    capture_s = 12 * INTERVAL
+    # The capture ends on its own (a count of scrapes) and the engine stays frozen until it has, so the bundle ends
+    # inside the hang. It is long enough that even when the progress phase below takes all of its 8 ticks, the hang
+    # still holds about 8 of its pages (the live loop names the hang by the third scrape after the freeze).
+    capture_s = 16 * INTERVAL
     capture: subprocess.Popen[bytes] | None = None
     t_freeze = t_diag = t_seen = t_recovered = None
+    i_diag: int | None = None
     try:
         # The capture CLI starts before the load: on a busy 2-core host a new interpreter (which may compile the
         # package from source) can starve for half a minute behind the engine and the load threads.
         capture = _capture(vllm_server, bundle, capture_s)
-        _wait_for_pages(capture, bundle, 1, timeout_s=30)
+        _wait_for_pages(capture, bundle, 1, timeout_s=180)  # a safety net: it returns at the first page
         with running_load(vllm_server, clients, max_requests=40) as load:
             # Progress first: requests running, the heartbeat moving, and no engine-hang.
             for _ in range(8):
@@ -286,11 +301,17 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
                 if t_seen is None and tick.m[STEPS] == prev.m[STEPS] and prev.t > t_freeze:
                     t_seen = tick.t  # the first scrape that shows the heartbeat flat since the freeze
                 if tick.incident == "engine-hang":
-                    t_diag = tick.t
+                    t_diag, i_diag = tick.t, len(live.ticks) - 1
                     break
             assert vllm_server.health_status() == 200  # the hang hides behind a healthy /health
             # Keep it frozen until the capture is over, so the bundle ends inside the hang.
-            capture.wait(timeout=capture_s + 30)
+            try:
+                capture.wait(timeout=capture_s + 180)  # a safety net: the capture ends after its scrapes
+            except subprocess.TimeoutExpired:
+                capture.kill()
+                _, stderr = capture.communicate()
+                raise AssertionError(f"capture still running {capture_s + 180:.0f}s after the freeze:\n"
+                                     f"{stderr.decode(errors='replace')[-3000:]}") from None
             vllm_server.thaw()
             t_thaw = time.monotonic()
             for _ in range(5):
@@ -304,7 +325,6 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
         if capture is not None and capture.poll() is None:
             capture.kill()
             capture.wait(10)
-    hang_ticks = live.ticks[before:]
     report("engine-hang", clients=len(clients), max_tokens=1000, interval_s=INTERVAL,
            freeze_to_diagnosis_s=(t_diag - t_freeze) if t_diag else None,
            freeze_to_diagnosis_intervals=(t_diag - t_freeze) / INTERVAL if t_diag else None,
@@ -313,8 +333,8 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
            recovered_as=live.ticks[-1].incident)
     assert t_diag is not None, trace(live.ticks)
     # Diagnosed within 2 scrape intervals of the first scrape that can show the freeze (the first one after it).
-    first_after = hang_ticks[0].t
-    assert t_diag - first_after <= 2 * INTERVAL + 1.0, trace(live.ticks)
+    # Counted in scrapes, not seconds (a late scrape on a busy host is one tick, whenever it comes).
+    assert i_diag is not None and i_diag - before <= 2, trace(live.ticks)
     assert live.diagnoses[-1].incident != "engine-hang", trace(live.ticks)
     assert t_recovered is not None, trace(live.ticks)
     d = next(d for d in live.diagnoses if d.incident == "engine-hang")

@@ -117,7 +117,7 @@ _FRAGMENTS = st.sampled_from([
 ])
 
 
-@settings(deadline=None, max_examples=150)
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.text(), st.lists(_FRAGMENTS, max_size=60).map("".join),
                  st.binary(max_size=2000).map(lambda b: b.decode("utf-8", errors="replace"))))
 def test_parse_never_raises_on_arbitrary_text(text: str) -> None:

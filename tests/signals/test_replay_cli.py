@@ -229,7 +229,9 @@ def test_capture_writes_a_bundle_that_replays_to_the_same_values(tmp_path: Path,
     assert len(pages) == 3 and len(list(out.glob("dead/*.err"))) == 3
     assert [p.read_text() for p in pages] == exporter.served  # raw pages, byte for byte
     times = [float(p.stem) for p in pages]
-    assert times[0] == 0.0 and 0.8 < times[-1] < 3.0
+    # offsets from the first scrape, one per round (how far apart depends on the machine: the rates below are
+    # computed over the recorded span, so they need no bound on it)
+    assert times[0] == 0.0 and times == sorted(set(times))
 
     code, data, _ = diagnose(out, "--window", "10")
     assert code == 0 and data is not None

@@ -67,6 +67,8 @@ def test_scenarios_cover_every_incident() -> None:
 
 
 def test_bench_reports_speed() -> None:
+    # What the benchmark reports, not how fast this machine is right now (speed targets live in the benchmarks).
     result = run(pods=2, rate_per_pod=5.0, sim_seconds=30.0)
-    assert result["sim_seconds_per_wall_second"] > 1.0
-    assert result["requests_per_s"] > 0
+    assert result["simulated_requests"] > 0 and result["sim_seconds"] == 30.0
+    assert result["wall_seconds"] >= 0 and result["render_seconds"] >= 0
+    assert result["sim_seconds_per_wall_second"] > 0 and result["requests_per_s"] > 0
