@@ -113,12 +113,13 @@ def test_startup_crash_loop(vllm_python: Path, tiny_model_dir: Path, tmp_path: P
     assert "max_model_len (100000)" in str(finding.facts["error"])
     assert finding.facts["phase"] == "config"
     # No CUDA-graph capture line on a CPU server: the crash-loop runbook must not claim one, nor any other incident.
-    assert {x.incident for x in live.ticks} <= {None, "healthy"}, fleet_trace(live.ticks, CRASH_FEATURES)
+    # With its only server down the fleet is unavailable: that pages as `unknown` (no runbook explains it).
+    assert {x.incident for x in live.ticks} <= {None, "healthy", "unknown"}, fleet_trace(live.ticks, CRASH_FEATURES)
     why = next(r.why for r in d.ruled_out if r.incident == "cuda-graph-crash")
     assert "log_cuda_graph_crash" in why, why
     # ...but it does not sound sure of "healthy" with a pod down and a start-up error in the logs.
-    if d.incident == "healthy":
-        assert d.confidence <= 0.3 and f"1 pod(s) crash-looping ({name})" in d.summary, d.summary
+    if d.incident in ("healthy", "unknown"):
+        assert d.confidence <= 0.5 and f"1 pod(s) crash-looping ({name})" in d.summary, d.summary
         assert "the log says: User-specified max_model_len (100000)" in d.summary, d.summary
         assert any(e.signal == "evidence:vllm_startup_error" for e in d.evidence), d.evidence
 
@@ -184,7 +185,8 @@ def test_prefix_cache_drop_after_router_change(server_pair: list[VllmServer]) ->
     assert {x.incident for x in ticks} <= {None, "healthy", "prefix-cache-drop"}
     assert d is not None and d.root_cause is not None and "router policy sticky -> random" in d.root_cause
     signals = {e.signal for e in d.evidence}
-    assert {"hit_rate", "hit_rate_baseline", "prefix_queries_per_s", "waiting_per_pod"} <= signals
+    # the hit rate judged on enough requests (a sample size, not a tokens/s constant)
+    assert {"hit_rate", "hit_rate_baseline", "window_requests", "waiting_per_pod"} <= signals
 
 
 # --------------------------------------------------------------------------------------------------------------

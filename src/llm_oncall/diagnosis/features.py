@@ -272,7 +272,11 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["itl_p99"] = f.itl_p99
     v["itl_p99_baseline"] = _median(s.fleet.itl_p99 for s in base)
     v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])
-    v["itl_symptom_ratio"] = v["itl_ratio"]
+    # Inter-token latency: a CPU hiccup or one long prefill stretches the tail of a light load ×2.5 on a healthy
+    # server; a real slowdown moves every token. The symptom needs the median and the p99 to agree.
+    v["itl_p50_ratio"] = _ratio(f.itl_p50, _median(s.fleet.itl_p50 for s in base))
+    i99, i50 = v["itl_ratio"], v["itl_p50_ratio"]
+    v["itl_symptom_ratio"] = min(i99, i50) if isinstance(i99, float) and isinstance(i50, float) else i99
     # A latency baseline from a much quieter fleet (a cold start, the first minutes of traffic) says nothing
     # about latency under today's load: the symptom is then judged against the SLO only.
     base_n = _median(s.fleet.requests_per_s * s.window_s if s.fleet.requests_per_s is not None else None
