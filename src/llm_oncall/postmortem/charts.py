@@ -1,0 +1,155 @@
+"""Charts of the incident window (matplotlib, Agg, PNG): the golden signals that matter for the incident, and per-pod
+small multiples when the scope is a pod or a node; vertical marks at the first symptom, the page, each executed
+action and the recovery.
+
+Every chart reports where it drew its marks (pixel columns of the PNG, left = 0) so a test can look for the marks'
+colours there.  Figures are saved at their own size (no tight bounding box), which keeps those columns exact.
+Labels stay in English: a CJK font is not guaranteed on the machines that render them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from llm_oncall.postmortem.build import Chart  # noqa: E402
+from llm_oncall.postmortem.i18n import tr  # noqa: E402
+from llm_oncall.postmortem.moments import Moments  # noqa: E402
+from llm_oncall.postmortem.record import Record  # noqa: E402
+
+MARK_COLOURS = {"onset": "#d62728", "detection": "#ff7f0e", "action": "#9467bd", "recovery": "#2ca02c"}
+MARK_WIDTH = {"onset": 2.0, "detection": 6.0, "action": 2.0, "recovery": 2.0}
+LINE = "#1f3b57"
+DPI = 100
+COMMON = ("ttft_p99", "arrival_rate", "error_share")
+PANELS: dict[str, tuple[str, ...]] = {
+    "kv-capacity": ("ttft_p99", "waiting_per_pod", "kv_max", "arrival_rate", "error_share"),
+    "engine-hang": ("ttft_p99", "n_stalled", "success_rate", "arrival_rate", "error_share"),
+    "prefix-cache-drop": ("ttft_p99", "hit_rate", "waiting_per_pod", "arrival_rate", "error_share"),
+    "retry-storm": ("ttft_p99", "arrival_rate", "success_rate", "retry_share", "error_share", "pods_up"),
+    "bad-model-rollout": ("bad_rev_quality", "ttft_p99", "arrival_rate", "error_share"),
+    "gpu-ecc": ("probe_mismatch_rate", "ttft_p99", "arrival_rate", "error_share"),
+    "cuda-graph-crash": ("n_crashloop", "pods_up", "ttft_p99", "arrival_rate", "error_share"),
+    "long-context-starvation": ("ttft_p50", "ttft_p99", "kv_max", "prompt_p99", "arrival_rate", "error_share"),
+    "pod-outlier": ("ttft_p99", "itl_p99", "arrival_rate", "error_share"),
+}
+POD_SIGNALS: dict[str, tuple[str, ...]] = {
+    "engine-hang": ("requests_per_s", "running"), "cuda-graph-crash": ("up", "requests_per_s"),
+    "gpu-ecc": ("probe_mismatches_per_s", "errors_per_s", "ttft_p99"), "retry-storm": ("errors_per_s", "up"),
+    "bad-model-rollout": ("requests_per_s", "ttft_p99")}
+"""Per incident, the per-pod signals to try in order: the first that varies in the window is drawn."""
+MAX_PODS = 8
+
+
+def _clock(t: float, _pos: Any = None) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%H:%M")
+
+
+def _label(signal: str) -> str:
+    key = f"sig_{signal}"
+    try:
+        return tr("en", key)
+    except KeyError:
+        return signal
+
+
+def _marks(axes: Sequence[Axes], m: Moments) -> None:
+    for ax in axes:
+        for kind, t, _ in m.marks():
+            ax.axvline(t, color=MARK_COLOURS[kind], linewidth=MARK_WIDTH[kind], alpha=1.0,
+                       zorder=1 if kind == "detection" else 2)
+
+
+def _positions(fig: Figure, ax: Axes, m: Moments) -> list[dict[str, Any]]:
+    fig.canvas.draw()
+    out = []
+    for kind, t, label in m.marks():
+        x, _ = ax.transData.transform((t, 0.0))
+        out.append({"kind": kind, "label": label, "t": t, "x_px": round(float(x), 1), "colour": MARK_COLOURS[kind]})
+    return out
+
+
+def _legend(fig: Figure, m: Moments) -> None:
+    from matplotlib.lines import Line2D
+
+    seen: dict[str, Line2D] = {}
+    for kind, _, _ in m.marks():
+        seen.setdefault(kind, Line2D([0], [0], color=MARK_COLOURS[kind], linewidth=2.0,
+                                     label=tr("en", f"mark_{kind}")))
+    fig.legend(handles=list(seen.values()), loc="upper right", ncol=len(seen), fontsize=8, frameon=False)
+
+
+def golden(rec: Record, m: Moments, path: Path) -> Chart | None:
+    """The fleet's golden signals for this incident, one panel each (those with data in the window)."""
+    wanted = PANELS.get(rec.kind, COMMON)
+    panels = [(s, rec.series(s)) for s in wanted]
+    panels = [(s, pts) for s, pts in panels if pts]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(9.0, 1.55 * len(panels) + 0.9), dpi=DPI,
+                             squeeze=False)
+    flat: list[Axes] = [a[0] for a in axes]
+    for ax, (signal, pts) in zip(flat, panels, strict=True):
+        ax.plot([t for t, _ in pts], [v for _, v in pts], color=LINE, linewidth=1.4, zorder=3)
+        ax.set_ylabel(_label(signal), fontsize=8, rotation=0, ha="right", va="center")
+        ax.tick_params(labelsize=7)
+        ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
+    _marks(flat, m)
+    flat[-1].xaxis.set_major_formatter(FuncFormatter(_clock))
+    flat[-1].set_xlabel(tr("en", "axis_time"), fontsize=8)
+    fig.suptitle(f"{rec.kind}: {tr('en', 'chart_golden')}", fontsize=10, x=0.02, ha="left")
+    _legend(fig, m)
+    fig.subplots_adjust(left=0.2, right=0.98, top=1.0 - 0.55 / fig.get_figheight(), bottom=0.5 / fig.get_figheight(),
+                        hspace=0.15)
+    marks = _positions(fig, flat[0], m)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return Chart(file=path.name, title=tr("en", "chart_golden"), marks=marks)
+
+
+def pods(rec: Record, m: Moments, path: Path) -> Chart | None:
+    """Small multiples, one per pod (the scope first, then peers), of the incident's per-pod signal."""
+    scope = rec.decided().get("scope") or {}
+    if not (scope.get("pods") or scope.get("nodes")):
+        return None
+    candidates = POD_SIGNALS.get(rec.kind, ("ttft_p99",))
+    signal = next((s for s in candidates if len({v for p in rec.scopes() for _, v in rec.series(s, p)}) > 1),
+                  candidates[-1])
+    have = [p for p in rec.scopes() if rec.series(signal, p)]
+    in_scope = [p for p in scope.get("pods") or [] if p in have]
+    chosen = (in_scope + [p for p in have if p not in in_scope])[:MAX_PODS]
+    if not chosen:
+        return None
+    cols = min(4, len(chosen))
+    rows = (len(chosen) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, sharex=True, sharey=True, figsize=(9.0, 1.9 * rows + 0.9), dpi=DPI,
+                             squeeze=False)
+    flat: list[Axes] = [a for row in axes for a in row]
+    for ax, pod in zip(flat, chosen, strict=False):
+        pts = rec.series(signal, pod)
+        ax.plot([t for t, _ in pts], [v for _, v in pts], color=LINE, linewidth=1.2, zorder=3)
+        ax.set_title(pod[-18:] + (" (scope)" if pod in in_scope else ""), fontsize=7,
+                     color="#b00000" if pod in in_scope else "black")
+        ax.tick_params(labelsize=6)
+        ax.xaxis.set_major_formatter(FuncFormatter(_clock))
+    for ax in flat[len(chosen):]:
+        ax.set_visible(False)
+    _marks(flat[:len(chosen)], m)
+    fig.suptitle(f"{rec.kind}: {tr('en', 'chart_pods')} — {_label(signal)}", fontsize=10, x=0.02, ha="left")
+    _legend(fig, m)
+    fig.subplots_adjust(left=0.06, right=0.98, top=1.0 - 0.6 / fig.get_figheight(), bottom=0.35 / fig.get_figheight(),
+                        hspace=0.45, wspace=0.1)
+    marks = _positions(fig, flat[0], m)
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return Chart(file=path.name, title=f"{tr('en', 'chart_pods')}: {_label(signal)}", marks=marks)
