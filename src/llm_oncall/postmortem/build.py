@@ -84,7 +84,7 @@ def build(rec: Record, lang: str = "en", slo: Slo | None = None, registry: Regis
     d = rec.decided()
     reg = registry or load_registry()
     rb = reg.get(str(d.get("runbook") or rec.kind))
-    long_term = [(x.tag, x.text.get(lang)) for x in rb.long_term] if rb is not None else [
+    long_term: list[tuple[str, str]] = [(str(x.tag), x.text.get(lang)) for x in rb.long_term] if rb is not None else [
         (str(x.get("tag", "")), str(x.get("text", ""))) for x in d.get("long_term") or []]
     title_rb = rb.title.get(lang) if rb is not None else ""
     title = title_rb or rec.title or rec.kind
@@ -207,15 +207,16 @@ def _timeline(rec: Record, m: Moments, lang: str) -> list[tuple[str, str, str]]:
         rows.append((m.fault_onset, 0, "drill", tr(lang, "ev_fault")))
     if m.first_symptom is not None:
         rows.append((m.first_symptom, 1, "symptom", tr(lang, "ev_symptom")))
-    for e in rec.cluster_events:
-        if e.kind in CHANGE_KINDS and m.start - CHANGE_LOOKBACK_S <= e.t <= (m.recovery or rec.end):
-            rows.append((e.t, 2, "change", tr(lang, "ev_change", kind=e.kind, detail=e.detail)))
+    for c in rec.cluster_events:
+        if c.kind in CHANGE_KINDS and m.start - CHANGE_LOOKBACK_S <= c.t <= (m.recovery or rec.end):
+            rows.append((c.t, 2, "change", tr(lang, "ev_change", kind=c.kind, detail=c.detail)))
     for i, e in enumerate(rec.timeline):
         text = _event_text(e.kind, e.detail, lang)
         if text:
             rows.append((e.t, 10 + i, e.kind, f"{text} ({e.actor})"))
     if m.recovery is not None:
-        sig = next((e.detail.get("signals") for e in rec.events("verification") if e.detail.get("recovered_at")), {})
+        sig: dict[str, Any] = next((e.detail.get("signals") or {} for e in rec.events("verification")
+                                    if e.detail.get("recovered_at")), {})
         detail = ", ".join(f"{k} {num(v)}" for k, v in (sig or {}).items()) or "—"
         rows.append((m.recovery, 5, "recovery", tr(lang, "ev_recovery", detail=detail)))
     rows.sort(key=lambda r: (r[0], r[1]))

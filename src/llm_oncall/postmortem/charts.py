@@ -17,18 +17,21 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
-from llm_oncall.postmortem.build import Chart  # noqa: E402
-from llm_oncall.postmortem.i18n import tr  # noqa: E402
-from llm_oncall.postmortem.moments import Moments  # noqa: E402
-from llm_oncall.postmortem.record import Record  # noqa: E402
+from llm_oncall.postmortem.build import Chart
+from llm_oncall.postmortem.i18n import tr
+from llm_oncall.postmortem.moments import Moments
+from llm_oncall.postmortem.record import Record
 
 MARK_COLOURS = {"onset": "#d62728", "detection": "#ff7f0e", "action": "#9467bd", "recovery": "#2ca02c"}
-MARK_WIDTH = {"onset": 2.0, "detection": 6.0, "action": 2.0, "recovery": 2.0}
+LAYER = {"action": 0, "recovery": 1, "detection": 2, "onset": 3}
+"""Top first.  Marks at the same time (the page and the action in the same scrape) are all seen: a mark lower in
+the stack is drawn wider by 4 pt for every mark above it at that time, so it shows as a band around them."""
+MARK_PT = 2.0
 LINE = "#1f3b57"
 DPI = 100
 COMMON = ("ttft_p99", "arrival_rate", "error_share")
@@ -49,6 +52,23 @@ POD_SIGNALS: dict[str, tuple[str, ...]] = {
     "bad-model-rollout": ("requests_per_s", "ttft_p99")}
 """Per incident, the per-pod signals to try in order: the first that varies in the window is drawn."""
 MAX_PODS = 8
+EVIDENCE_PANELS = 2
+
+
+def panels(rec: Record) -> list[tuple[str, list[tuple[float, float]]]]:
+    """The incident's golden signals, then up to two more that its evidence names (what the page was decided on;
+    not a variant of a golden one, e.g. arrival_rate_ratio), with data in the window; a flat panel is dropped
+    unless it is one of the common golden signals (a flat error share says something)."""
+    wanted = list(PANELS.get(rec.kind, COMMON))
+    evidence = [str(e.get("signal")) for e in rec.decided().get("evidence") or [] if e.get("signal")]
+    extra = [sig for sig in dict.fromkeys(evidence) if not any(sig.startswith(w) for w in wanted)]
+    out = []
+    for sig in wanted + extra:
+        pts = rec.series(sig)
+        flat = len({v for _, v in pts}) <= 1
+        if pts and not (flat and sig not in COMMON) and (sig in wanted or len(out) < len(wanted) + EVIDENCE_PANELS):
+            out.append((sig, pts))
+    return out
 
 
 def _clock(t: float, _pos: Any = None) -> str:
@@ -63,20 +83,33 @@ def _label(signal: str) -> str:
         return signal
 
 
-def _marks(axes: Sequence[Axes], m: Moments) -> None:
+def _widths(m: Moments, span: float) -> list[float]:
+    eps = max(span, 1.0) * 0.004
+    marks = m.marks()
+    return [MARK_PT + 4.0 * sum(1 for k2, t2, _ in marks if LAYER[k2] < LAYER[k] and abs(t2 - t) <= eps)
+            for k, t, _ in marks]
+
+
+def _marks(axes: Sequence[Axes], m: Moments, span: float) -> None:
+    widths = _widths(m, span)
     for ax in axes:
-        for kind, t, _ in m.marks():
-            ax.axvline(t, color=MARK_COLOURS[kind], linewidth=MARK_WIDTH[kind], alpha=1.0,
-                       zorder=1 if kind == "detection" else 2)
+        for (kind, t, _), w in zip(m.marks(), widths, strict=True):
+            ax.axvline(t, color=MARK_COLOURS[kind], linewidth=w, alpha=1.0, zorder=2.0 - LAYER[kind] * 0.1)
 
 
-def _positions(fig: Figure, ax: Axes, m: Moments) -> list[dict[str, Any]]:
+def _positions(fig: Figure, ax: Axes, m: Moments, span: float) -> list[dict[str, Any]]:
     fig.canvas.draw()
     out = []
-    for kind, t, label in m.marks():
+    for (kind, t, label), w in zip(m.marks(), _widths(m, span), strict=True):
         x, _ = ax.transData.transform((t, 0.0))
-        out.append({"kind": kind, "label": label, "t": t, "x_px": round(float(x), 1), "colour": MARK_COLOURS[kind]})
+        out.append({"kind": kind, "label": label, "t": t, "x_px": round(float(x), 1), "colour": MARK_COLOURS[kind],
+                    "width_px": round(w * DPI / 72.0, 1)})
     return out
+
+
+def _span(rec: Record) -> float:
+    ts = rec.times()
+    return ts[-1] - ts[0] if len(ts) > 1 else 1.0
 
 
 def _legend(fig: Figure, m: Moments) -> None:
@@ -91,27 +124,25 @@ def _legend(fig: Figure, m: Moments) -> None:
 
 def golden(rec: Record, m: Moments, path: Path) -> Chart | None:
     """The fleet's golden signals for this incident, one panel each (those with data in the window)."""
-    wanted = PANELS.get(rec.kind, COMMON)
-    panels = [(s, rec.series(s)) for s in wanted]
-    panels = [(s, pts) for s, pts in panels if pts]
-    if not panels:
+    chosen = panels(rec)
+    if not chosen:
         return None
-    fig, axes = plt.subplots(len(panels), 1, sharex=True, figsize=(9.0, 1.55 * len(panels) + 0.9), dpi=DPI,
+    fig, axes = plt.subplots(len(chosen), 1, sharex=True, figsize=(9.0, 1.55 * len(chosen) + 0.9), dpi=DPI,
                              squeeze=False)
     flat: list[Axes] = [a[0] for a in axes]
-    for ax, (signal, pts) in zip(flat, panels, strict=True):
+    for ax, (signal, pts) in zip(flat, chosen, strict=True):
         ax.plot([t for t, _ in pts], [v for _, v in pts], color=LINE, linewidth=1.4, zorder=3)
         ax.set_ylabel(_label(signal), fontsize=8, rotation=0, ha="right", va="center")
         ax.tick_params(labelsize=7)
         ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
-    _marks(flat, m)
+    _marks(flat, m, _span(rec))
     flat[-1].xaxis.set_major_formatter(FuncFormatter(_clock))
     flat[-1].set_xlabel(tr("en", "axis_time"), fontsize=8)
     fig.suptitle(f"{rec.kind}: {tr('en', 'chart_golden')}", fontsize=10, x=0.02, ha="left")
     _legend(fig, m)
     fig.subplots_adjust(left=0.2, right=0.98, top=1.0 - 0.55 / fig.get_figheight(), bottom=0.5 / fig.get_figheight(),
                         hspace=0.15)
-    marks = _positions(fig, flat[0], m)
+    marks = _positions(fig, flat[0], m, _span(rec))
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return Chart(file=path.name, title=tr("en", "chart_golden"), marks=marks)
@@ -144,12 +175,12 @@ def pods(rec: Record, m: Moments, path: Path) -> Chart | None:
         ax.xaxis.set_major_formatter(FuncFormatter(_clock))
     for ax in flat[len(chosen):]:
         ax.set_visible(False)
-    _marks(flat[:len(chosen)], m)
+    _marks(flat[:len(chosen)], m, _span(rec))
     fig.suptitle(f"{rec.kind}: {tr('en', 'chart_pods')} — {_label(signal)}", fontsize=10, x=0.02, ha="left")
     _legend(fig, m)
     fig.subplots_adjust(left=0.06, right=0.98, top=1.0 - 0.6 / fig.get_figheight(), bottom=0.35 / fig.get_figheight(),
                         hspace=0.45, wspace=0.1)
-    marks = _positions(fig, flat[0], m)
+    marks = _positions(fig, flat[0], m, _span(rec))
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return Chart(file=path.name, title=f"{tr('en', 'chart_pods')}: {_label(signal)}", marks=marks)

@@ -45,7 +45,8 @@ TEXT: dict[str, dict[str, str]] = {
         "wrong_follow_on": "After the fix the fleet paged {incident} at {t} UTC (a consequence of the fix?).",
         "item_prevent_follow_on": "The fix was followed by a {incident} page at {t} UTC: make the emergency fix "
                                   "avoid it, or expect it in the runbook",
-        "item_detect_verify": "Verify {incident}'s fixes on the user-facing SLO too: the recovery signal was back while "
+        "item_detect_verify": "Verify {incident}'s fixes on the user-facing SLO too: the recovery signal was back "
+                              "while "
                               "the SLO was still violated ({m} min)",
         "imp_none": "No telemetry was recorded for this incident's window: impact unknown.",
         "slo_default": "the default objectives (TTFT/ITL p99 at 3×/2× the pre-incident baseline, ≥ 5 % errors, "
@@ -74,7 +75,8 @@ TEXT: dict[str, dict[str, str]] = {
         "ev_symptom": "first symptom in the telemetry", "ev_page": "page: incident opened ({incident})",
         "ev_diagnosis": "diagnosis: {incident} ({c})", "ev_plan": "plan {plan}: {kinds}",
         "ev_action": "action {kind} on {target}: {status}", "ev_verify": "verification of {kind}: {verdict}",
-        "ev_recovery": "recovery: {detail}", "ev_status": "status → {status}: {why}", "ev_alert": "alert {name} {status}",
+        "ev_recovery": "recovery: {detail}", "ev_status": "status → {status}: {why}",
+        "ev_alert": "alert {name} {status}",
         "ev_approval": "approval of {action}: {decision} by {actor}", "ev_notify": "notification: {detail}",
         "ev_change": "cluster event {kind}: {detail}",
         "ok": "ok", "failed": "failed", "none": "—",
@@ -103,13 +105,19 @@ TEXT: dict[str, dict[str, str]] = {
         "mark_onset": "first symptom", "mark_detection": "page", "mark_action": "action", "mark_recovery": "recovery",
         "axis_time": "time (UTC)",
         "sig_ttft_p99": "TTFT p99 (s)", "sig_ttft_p50": "TTFT p50 (s)", "sig_waiting": "waiting requests",
-        "sig_waiting_per_pod": "waiting per pod", "sig_kv_max": "KV usage (max pod)", "sig_arrival_rate": "request rate (/s)",
+        "sig_waiting_per_pod": "waiting per pod", "sig_kv_max": "KV usage (max pod)",
+        "sig_arrival_rate": "request rate (/s)",
         "sig_error_share": "error share", "sig_success_rate": "successes (/s)", "sig_hit_rate": "prefix hit rate",
         "sig_n_stalled": "stalled pods", "sig_pods_up": "pods up", "sig_n_crashloop": "crash-looping pods",
         "sig_retry_share": "retry share", "sig_bad_rev_quality": "worst revision quality violations",
         "sig_probe_mismatch_rate": "probe mismatches (/s)", "sig_prompt_p99": "prompt p99 (tokens)",
         "sig_itl_p99": "ITL p99 (s)", "sig_requests_per_s": "requests (/s)", "sig_up": "up",
         "sig_probe_mismatches_per_s": "probe mismatches (/s)", "sig_kv_usage": "KV usage",
+        "sig_n_ecc_gpus": "GPUs with ECC errors", "sig_arrival_rate_ratio": "arrivals vs baseline (×)",
+        "sig_nvlink_errors": "NVLink CRC errors", "sig_ttft_ratio": "TTFT p99 vs baseline (×)",
+        "sig_kv_median": "KV usage (median pod)", "sig_prompt_shift": "prompt-length shift (×)",
+        "sig_miss_ratio": "prefix miss ratio (×)", "sig_hit_rate_drop": "hit-rate drop",
+        "sig_log_cuda_graph": "CUDA-graph capture errors in logs", "sig_success_ratio": "successes vs baseline (×)",
         "no_telemetry": "No telemetry recorded for this window: no charts.",
     },
     "zh": {
@@ -147,8 +155,9 @@ TEXT: dict[str, dict[str, str]] = {
         "imp_none": "本事件窗口没有记录遥测：影响未知。",
         "slo_default": "默认目标（TTFT/ITL p99 达到事前基线的 3/2 倍、错误 ≥ 5%、需求不变而成功数减半、pod 丢失）",
         "slo_configured": "配置的 SLO（TTFT p99 ≤ {ttft}，错误 < {err}）以及默认目标",
-        "method_text": "使用从首个症状到解决（或记录结束）的逐次采集集群遥测，按{slo}判定。SLO 分钟 = 违反期间的采集间隔；"
-                       "请求数 = 到达率 × 间隔；受影响 = 违反期间到达的请求（上界：只保留分位数，不保留每个请求的延迟）；"
+        "method_text": "使用从首个症状到解决（或记录结束）的逐次采集集群遥测，按{slo}判定。"
+                       "SLO 分钟 = 违反期间的采集间隔；请求数 = 到达率 × 间隔；"
+                       "受影响 = 违反期间到达的请求（上界：只保留分位数，不保留每个请求的延迟）；"
                        "失败 = 错误占比 × 到达数。",
         "trigger_change": "{t} UTC 的 {kind}（首个症状前 {ago}）：{detail}",
         "trigger_none": "首个症状前没有记录到部署、发布或配置变更。",

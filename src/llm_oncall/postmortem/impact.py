@@ -1,9 +1,10 @@
 """User-facing impact, estimated from the telemetry of the incident window (the method is part of the output).
 
 - SLO minutes burned: the scrape intervals, from the first symptom to the resolution (or the end of the record), in
-  which the SLO was violated — also after the actions' recovery signal came back, if users still saw it.  The SLO is the configured one where given (TTFT p99 seconds, error share) and
-  otherwise llm-oncall's default objectives, the user-facing symptoms of diagnosis/symptoms.py: TTFT/ITL p99 at
-  3×/2× the pre-incident baseline, ≥ 5 % errors, successes at half the baseline with demand intact, or pods lost.
+  which the SLO was violated — also after the actions' recovery signal came back, if users still saw it.  The SLO
+  is the configured one where given (TTFT p99 seconds, error share) and otherwise llm-oncall's default objectives,
+  the user-facing symptoms of diagnosis/symptoms.py: TTFT/ITL p99 at 3×/2× the pre-incident baseline, ≥ 5 % errors,
+  successes at half the baseline with demand intact, or pods lost.
 - Requests affected: requests that arrived (fleet arrival rate × interval) in violating intervals — an upper bound,
   since the record keeps quantiles, not every request's latency.
 - Requests failed: Σ error share × arrival rate × interval over the window (5xx, engine errors, aborts).
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from llm_oncall.diagnosis.symptoms import Slo
@@ -79,7 +81,7 @@ def estimate(rec: Record, m: Moments, slo: Slo | None = None) -> Impact:
     green: list[float] = []
     slo_back: float | None = None
     acted = m.first_action
-    for prev, t in zip(times, times[1:], strict=False):
+    for prev, t in itertools.pairwise(times):
         if t < start - 1e-6 or t > end + 1e-6:
             continue
         v, dt = by_t[t], t - prev

@@ -7,6 +7,7 @@ fault time is ground truth the autopilot never saw; it is shown beside it, never
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +84,7 @@ def _first_symptom(rec: Record, page: float) -> float | None:
 
 def _interval(rec: Record) -> float | None:
     ts = rec.times()
-    gaps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False))
+    gaps = sorted(b - a for a, b in itertools.pairwise(ts))
     return gaps[len(gaps) // 2] if gaps else None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from llm_oncall.postmortem.build import Doc
 from llm_oncall.postmortem.i18n import tr
@@ -24,7 +25,9 @@ def _bullets(lines: Sequence[str]) -> list[str]:
 
 
 def render(doc: Doc) -> str:
-    t = lambda key, **kw: tr(doc.lang, key, **kw)  # noqa: E731
+    def t(key: str, **kw: Any) -> str:
+        return tr(doc.lang, key, **kw)
+
     out: list[str] = [f"# {t('doc_title', title=doc.title)}", ""]
     meta = [(t("id"), f"`{doc.id}`"), (t("incident"), f"`{doc.incident}`"), (t("status"), doc.status),
             (t("date"), doc.date), (t("authors"), t("authors_value"))]
