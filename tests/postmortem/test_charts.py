@@ -3,18 +3,19 @@ mark's colour is found there (and not where no mark is)."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import matplotlib.colors as mcolors
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
+from tests.postmortem import synth
 
 from llm_oncall.drills.act import ActResult
 from llm_oncall.postmortem import charts
 from llm_oncall.postmortem.moments import moments
 from llm_oncall.postmortem.record import load
-from tests.postmortem import synth
 
 
 def _hits(img: np.ndarray, x: float, colour: str, half_width: int = 9) -> int:
@@ -65,7 +66,7 @@ def test_marks_sit_where_their_times_are(tmp_path: Path) -> None:
     assert set(by_kind) == {"onset", "detection", "action", "recovery"}
     # x is linear in t: the same pixels per second between every pair of marks
     pts = sorted((float(mk["t"]), float(mk["x_px"])) for mk in chart.marks)
-    slopes = {round((x2 - x1) / (t2 - t1), 2) for (t1, x1), (t2, x2) in zip(pts, pts[1:], strict=False) if t2 > t1}
+    slopes = {round((x2 - x1) / (t2 - t1), 2) for (t1, x1), (t2, x2) in itertools.pairwise(pts) if t2 > t1}
     assert len(slopes) == 1
     img = mpimg.imread(tmp_path / "g.png")
     for mk in chart.marks:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.postmortem import synth
 from typer.testing import CliRunner
 
 from llm_oncall.cli import app
-from tests.postmortem import synth
 
 runner = CliRunner()
 

@@ -7,9 +7,10 @@ import re
 import sqlite3
 from pathlib import Path
 
+from tests.postmortem import synth
+
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.write import write_postmortem
-from tests.postmortem import synth
 
 EVIL = "<script>alert('x')</script> & co"
 

@@ -62,7 +62,7 @@ def panels(rec: Record) -> list[tuple[str, list[tuple[float, float]]]]:
     wanted = list(PANELS.get(rec.kind, COMMON))
     evidence = [str(e.get("signal")) for e in rec.decided().get("evidence") or [] if e.get("signal")]
     extra = [sig for sig in dict.fromkeys(evidence) if not any(sig.startswith(w) for w in wanted)]
-    out = []
+    out: list[tuple[str, list[tuple[float, float]]]] = []
     for sig in wanted + extra:
         pts = rec.series(sig)
         flat = len({v for _, v in pts}) <= 1

@@ -91,6 +91,9 @@ TEXT: dict[str, dict[str, str]] = {
         "wrong_not_recovered": "The record shows no recovery.",
         "wrong_slo": "{m} SLO minutes were burned.",
         "lucky_capped": "{kind} was cut by the policy's caps ({why}) and it was still enough.",
+        "wrong_capped": "{kind} was cut by the policy's caps ({why}) and the user-facing SLO did not hold again "
+                        "within the record.",
+        "item_process_cap": "Review the policy cap on {kind} ({why}): the SLO did not hold again after it",
         "item_mitigate_manual": "Carry out or automate the manual step: {text}",
         "item_mitigate_blocked": "{kind} on {target} did not run ({status}): decide the emergency path for it",
         "item_mitigate_verdict": "{kind} was judged {verdict}: find an emergency fix that helps",
@@ -192,6 +195,8 @@ TEXT: dict[str, dict[str, str]] = {
         "wrong_not_recovered": "记录中没有恢复。",
         "wrong_slo": "共消耗了 {m} 个 SLO 分钟。",
         "lucky_capped": "{kind} 被策略上限削减（{why}），但仍然足够。",
+        "wrong_capped": "{kind} 被策略上限削减（{why}），记录内用户侧 SLO 未再达标。",
+        "item_process_cap": "复查 {kind} 的策略上限（{why}）：此后 SLO 未再达标",
         "item_mitigate_manual": "执行或自动化人工步骤：{text}",
         "item_mitigate_blocked": "{kind}（{target}）未执行（{status}）：确定其应急路径",
         "item_mitigate_verdict": "{kind} 被判定为 {verdict}：寻找有效的应急修复",

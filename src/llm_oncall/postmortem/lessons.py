@@ -74,9 +74,12 @@ def lessons(rec: Record, m: Moments, imp: Impact, lang: str) -> Lessons:
         elif a.get("status") in ("blocked", "failed", "dry_run", "planned"):
             why = (a.get("guard") or {}).get("why") or a.get("result") or ""
             wrong.append(tr(lang, "wrong_action", kind=a["kind"], target=_target(a), status=a["status"], why=why))
-        why = str(a.get("why") or "")
-        if a.get("status") == "executed" and "caps" in why and v.get("verdict") == "helped":
-            lucky.append(tr(lang, "lucky_capped", kind=a["kind"], why=why.split(";")[-1].strip()))
+        cap = capped(a)
+        if cap and v.get("verdict") == "helped":
+            if imp.slo_back is not None:
+                lucky.append(tr(lang, "lucky_capped", kind=a["kind"], why=cap))
+            else:
+                wrong.append(tr(lang, "wrong_capped", kind=a["kind"], why=cap))
     if m.recovery is None:
         wrong.append(tr(lang, "wrong_not_recovered"))
     elif m.ttm_s is not None and m.first_action is not None:
@@ -89,6 +92,14 @@ def lessons(rec: Record, m: Moments, imp: Impact, lang: str) -> Lessons:
         wrong.append(tr(lang, "wrong_after", t=utc(m.recovery), m=f"{imp.after_recovery_minutes:.1f}"))
     todo = tr(lang, "todo")
     return Lessons(well=well or [todo], wrong=wrong or [todo], lucky=lucky or [todo])
+
+
+def capped(a: dict[str, Any]) -> str:
+    """The guard's cap on an executed action, as the plan says it ("bounded to 12 by the policy's caps"), or ''."""
+    why = str(a.get("why") or "")
+    if a.get("status") != "executed" or "caps" not in why:
+        return ""
+    return why.split(";")[-1].strip()
 
 
 def follow_on(rec: Record, m: Moments) -> list[tuple[float, str]]:
@@ -133,6 +144,11 @@ def items(rec: Record, m: Moments, imp: Impact, runbook_long_term: list[tuple[st
         out.append(Item("mitigate", tr(lang, "item_mitigate_manual", text=text), owner, src_rec))
     for tag, text in runbook_long_term:
         out.append(Item(TAG_TYPE.get(tag, "prevent"), text, owner, f"{src_rb} ({tag})"))
+    imp_back = imp.slo_back is not None
+    for a in plan_actions(rec):
+        cap = capped(a)
+        if cap and not imp_back:
+            out.append(Item("process", tr(lang, "item_process_cap", kind=a["kind"], why=cap), owner, src_rec))
     for t, other in follow_on(rec, m):
         out.append(Item("prevent", tr(lang, "item_prevent_follow_on", t=utc(t), incident=other), owner, src_rec))
     n = _intervals(m.mttd_s, m)
