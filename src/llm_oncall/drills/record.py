@@ -27,8 +27,8 @@ ACTOR = "drill-autopilot"
 class DrillRecorder:
     def __init__(self, path: Path, fleet: Fleet, incident: str, seed: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            path.unlink()
+        for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            stale.unlink(missing_ok=True)  # a record of an earlier run of the same drill
         self.fleet = fleet
         self.epoch = fleet.cfg.epoch
         self.store = IncidentStore(path, clock=self.now)

@@ -108,10 +108,16 @@ def build(rec: Record, lang: str = "en", slo: Slo | None = None, registry: Regis
                   tr(lang, "imp_ttft", peak=f"{num(imp.ttft_p99_peak)} s", base=f"{num(imp.ttft_p99_baseline)} s"),
                   tr(lang, "imp_err", peak=_pct(imp.error_share_peak)),
                   tr(lang, "imp_window", start=utc(imp.window_start), end=utc(imp.window_end))]
-        if imp.slo_back is not None:
+        if imp.bad_intervals == 0:
+            pass  # never violated: nothing held "again"
+        elif imp.slo_back is not None:
             impact.append(tr(lang, "imp_slo_back", t=utc(imp.slo_back), s=duration(imp.slo_back - m.start, lang)))
         else:
             impact.append(tr(lang, "imp_slo_never", t=utc(imp.window_end)))
+        if imp.requests_on_scope is not None:
+            impact.append(tr(lang, "imp_scope", n=imp.requests_on_scope, pods=", ".join(imp.scope_pods)))
+        if imp.quality_violations is not None:
+            impact.append(tr(lang, "imp_quality", n=imp.quality_violations))
         if imp.after_recovery_minutes > 0:
             impact.append(tr(lang, "imp_after", m=f"{imp.after_recovery_minutes:.1f}"))
     else:

@@ -40,6 +40,10 @@ TEXT: dict[str, dict[str, str]] = {
         "imp_slo_back": "User-facing SLO held again from {t} UTC ({s} after the first symptom)",
         "imp_slo_never": "User-facing SLO not met again within the record (it ends {t} UTC)",
         "imp_after": "SLO minutes burned after the recovery signal was back: {m}",
+        "imp_scope": "Requests served by the scoped pod(s) ({pods}) until the first action: ≈ {n} (exposed to wrong "
+                     "answers, which the latency and error objectives do not see)",
+        "imp_quality": "Of those, with a quality violation (the worst revision's format/repetition/control-character "
+                       "share): ≈ {n}",
         "wrong_after": "The recovery signal came back at {t} UTC while users still saw the incident: {m} SLO minutes "
                        "were burned after it.",
         "wrong_follow_on": "After the fix the fleet paged {incident} at {t} UTC (a consequence of the fix?).",
@@ -151,6 +155,8 @@ TEXT: dict[str, dict[str, str]] = {
         "imp_slo_back": "用户侧 SLO 自 {t} UTC 起恢复（首个症状后 {s}）",
         "imp_slo_never": "记录内用户侧 SLO 未恢复（记录止于 {t} UTC）",
         "imp_after": "恢复信号回归后仍消耗的 SLO 分钟数：{m}",
+        "imp_scope": "首个动作前受影响 pod（{pods}）处理的请求：约 {n}（可能得到错误答案，延迟与错误目标看不到）",
+        "imp_quality": "其中存在质量问题的（最差版本的格式/重复/控制字符占比）：约 {n}",
         "wrong_after": "恢复信号于 {t} UTC 回归，但用户仍受影响：此后又消耗了 {m} 个 SLO 分钟。",
         "wrong_follow_on": "修复后集群于 {t} UTC 又告警 {incident}（是否由修复引起？）。",
         "item_prevent_follow_on": "修复后于 {t} UTC 出现 {incident} 告警：让应急修复避免它，或在 runbook 中预期它",

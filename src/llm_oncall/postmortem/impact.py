@@ -8,6 +8,10 @@
 - Requests affected: requests that arrived (fleet arrival rate × interval) in violating intervals — an upper bound,
   since the record keeps quantiles, not every request's latency.
 - Requests failed: Σ error share × arrival rate × interval over the window (5xx, engine errors, aborts).
+- Requests on the scope: when the diagnosis scoped pods, the requests they finished (Σ per-pod rate × interval)
+  from the first symptom to the first executed action — the requests exposed to a wrong-answer incident (ECC, a bad
+  revision) that the latency/error objectives cannot see; × the worst revision's quality-violation share, the
+  estimated bad outputs.
 - SLO back: the first scrape after the first executed action from which the SLO held for two scrapes in a row.
 """
 
@@ -40,6 +44,9 @@ class Impact:
     slo_back: float | None = None
     """The first scrape after the first action from which the SLO held for two scrapes; None: not in the record."""
     after_recovery_minutes: float = 0.0
+    scope_pods: tuple[str, ...] = ()
+    requests_on_scope: int | None = None
+    quality_violations: int | None = None
     """SLO minutes burned after the recorded recovery signal came back."""
 
     def to_json(self) -> dict[str, object]:
@@ -48,6 +55,7 @@ class Impact:
                 "requests_failed": self.requests_failed, "bad_intervals": self.bad_intervals,
                 "intervals": self.intervals, "ttft_p99_peak": self.ttft_p99_peak,
                 "ttft_p99_baseline": self.ttft_p99_baseline, "error_share_peak": self.error_share_peak,
+                "requests_on_scope": self.requests_on_scope, "quality_violations": self.quality_violations,
                 "slo_back": self.slo_back, "after_recovery_minutes": round(self.after_recovery_minutes, 2),
                 "slo": {"ttft_p99_s": self.slo.ttft_p99_s, "error_share": self.slo.error_share,
                         "configured": self.slo_configured}}
@@ -103,10 +111,26 @@ def estimate(rec: Record, m: Moments, slo: Slo | None = None) -> Impact:
             green.append(t)
             if len(green) == 2 and slo_back is None:
                 slo_back = green[0]
+    pods = tuple(str(p) for p in (rec.decided().get("scope") or {}).get("pods") or [])
+    on_scope = bad_out = None
+    if pods:
+        until = m.first_action if m.first_action is not None else end
+        pod_rate: dict[float, float] = {}
+        for smp in rec.samples:
+            if smp.scope in pods and smp.signal == "requests_per_s":
+                pod_rate[smp.t] = pod_rate.get(smp.t, 0.0) + smp.value
+        served = quality = 0.0
+        for prev, t in itertools.pairwise(times):
+            if start - 1e-6 <= t <= until + 1e-6 and t in pod_rate:
+                served += pod_rate[t] * (t - prev)
+                quality += pod_rate[t] * (t - prev) * by_t[t].get("bad_rev_quality", 0.0)
+        on_scope = round(served)
+        bad_out = round(quality) if any("bad_rev_quality" in by_t[t] for t in times) else None
     base = [v["ttft_p99"] for t, v in by_t.items() if t < start and "ttft_p99" in v]
     baseline = sorted(base)[len(base) // 2] if base else None
     return Impact(known=n > 0, window_start=start, window_end=end, slo_minutes_burned=minutes,
                   requests_total=round(total), requests_affected=round(affected), requests_failed=round(failed),
                   bad_intervals=bad, intervals=n, ttft_p99_peak=peak_ttft, ttft_p99_baseline=baseline,
                   error_share_peak=peak_err, slo=slo, slo_configured=cfg, slo_back=slo_back,
-                  after_recovery_minutes=after)
+                  after_recovery_minutes=after, scope_pods=pods, requests_on_scope=on_scope,
+                  quality_violations=bad_out)
