@@ -75,6 +75,19 @@ def _clock(t: float, _pos: Any = None) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%H:%M")
 
 
+def _line(pts: list[tuple[float, float]], interval: float | None) -> tuple[list[float], list[float]]:
+    """x, y with a break (NaN) where scrapes are missing (a pod down or not yet started): no line across a gap."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for (t0, _), (t1, v1) in zip([(pts[0][0], 0.0), *pts[:-1]], pts, strict=True):
+        if interval and t1 - t0 > 1.5 * interval:
+            xs.append((t0 + t1) / 2)
+            ys.append(float("nan"))
+        xs.append(t1)
+        ys.append(v1)
+    return xs, ys
+
+
 def _label(signal: str) -> str:
     key = f"sig_{signal}"
     try:
@@ -131,7 +144,7 @@ def golden(rec: Record, m: Moments, path: Path) -> Chart | None:
                              squeeze=False)
     flat: list[Axes] = [a[0] for a in axes]
     for ax, (signal, pts) in zip(flat, chosen, strict=True):
-        ax.plot([t for t, _ in pts], [v for _, v in pts], color=LINE, linewidth=1.4, zorder=3)
+        ax.plot(*_line(pts, m.interval_s), color=LINE, linewidth=1.4, zorder=3)
         ax.set_ylabel(_label(signal), fontsize=8, rotation=0, ha="right", va="center")
         ax.tick_params(labelsize=7)
         ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
@@ -168,7 +181,7 @@ def pods(rec: Record, m: Moments, path: Path) -> Chart | None:
     flat: list[Axes] = [a for row in axes for a in row]
     for ax, pod in zip(flat, chosen, strict=False):
         pts = rec.series(signal, pod)
-        ax.plot([t for t, _ in pts], [v for _, v in pts], color=LINE, linewidth=1.2, zorder=3)
+        ax.plot(*_line(pts, m.interval_s), color=LINE, linewidth=1.2, zorder=3)
         ax.set_title(pod[-18:] + (" (scope)" if pod in in_scope else ""), fontsize=7,
                      color="#b00000" if pod in in_scope else "black")
         ax.tick_params(labelsize=6)
