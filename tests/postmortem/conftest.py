@@ -1,21 +1,33 @@
-"""Postmortem tests: one seeded `drill --act` record per incident used (module-scoped, ~10 s each)."""
+"""Postmortem tests: seeded `drill INCIDENT --act --postmortem DIR` runs through the CLI (session-scoped, ~10 s
+each), read back from its `--json`."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-from llm_oncall.drills.act import ActResult, _run_args
+from llm_oncall.cli import app
+
+Drill = tuple[dict[str, Any], Path]
+
+
+def _drill(incident: str, root: Path) -> Drill:
+    out = CliRunner().invoke(app, ["drill", incident, "--seed", "7", "--act", "--postmortem", str(root),
+                                   "--workers", "1", "--json"])
+    assert out.exit_code == 0, out.output
+    (result,) = json.loads(out.output)["results"]
+    return result, root / incident
 
 
 @pytest.fixture(scope="session")
-def kv_drill(tmp_path_factory: pytest.TempPathFactory) -> tuple[ActResult, Path]:
-    out = tmp_path_factory.mktemp("pm") / "kv-capacity"
-    return _run_args(("kv-capacity", 7, out)), out
+def kv_drill(tmp_path_factory: pytest.TempPathFactory) -> Drill:
+    return _drill("kv-capacity", tmp_path_factory.mktemp("pm"))
 
 
 @pytest.fixture(scope="session")
-def ecc_drill(tmp_path_factory: pytest.TempPathFactory) -> tuple[ActResult, Path]:
-    out = tmp_path_factory.mktemp("pm") / "gpu-ecc"
-    return _run_args(("gpu-ecc", 7, out)), out
+def ecc_drill(tmp_path_factory: pytest.TempPathFactory) -> Drill:
+    return _drill("gpu-ecc", tmp_path_factory.mktemp("pm"))

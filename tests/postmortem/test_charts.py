@@ -11,8 +11,8 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 from tests.postmortem import synth
+from tests.postmortem.conftest import Drill
 
-from llm_oncall.drills.act import ActResult
 from llm_oncall.postmortem import charts
 from llm_oncall.postmortem.moments import moments
 from llm_oncall.postmortem.record import load
@@ -35,14 +35,14 @@ def _check(png: Path, marks: list[dict[str, object]]) -> None:
         assert _hits(img, float(m["x_px"]), str(m["colour"])) >= 60, m  # type: ignore[arg-type]
 
 
-def test_every_png_of_the_drills_opens_and_shows_its_marks(kv_drill: tuple[ActResult, Path],
-                                                            ecc_drill: tuple[ActResult, Path]) -> None:
+def test_every_png_of_the_drills_opens_and_shows_its_marks(kv_drill: Drill,
+                                                            ecc_drill: Drill) -> None:
     seen = 0
     for r, out in (kv_drill, ecc_drill):
-        assert r.postmortem is not None
-        files = {Path(p).name for p in r.postmortem["charts"]}
+        assert r["postmortem"] is not None
+        files = {Path(p).name for p in r["postmortem"]["charts"]}
         assert "golden-signals.png" in files
-        for name, marks in r.postmortem["marks"].items():
+        for name, marks in r["postmortem"]["marks"].items():
             _check(out / name, marks)
             kinds = [m["kind"] for m in marks]
             assert kinds[0] == "onset" and "detection" in kinds and "action" in kinds and kinds[-1] == "recovery"
@@ -50,7 +50,7 @@ def test_every_png_of_the_drills_opens_and_shows_its_marks(kv_drill: tuple[ActRe
             assert xs == sorted(xs)
             seen += 1
     assert seen >= 3  # the pod-scoped gpu-ecc incident has per-pod small multiples too
-    assert "pods.png" in {Path(p).name for p in ecc_drill[0].postmortem["charts"]}  # type: ignore[index]
+    assert "pods.png" in {Path(p).name for p in ecc_drill[0]["postmortem"]["charts"]}
 
 
 def test_marks_sit_where_their_times_are(tmp_path: Path) -> None:
