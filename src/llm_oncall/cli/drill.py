@@ -68,13 +68,12 @@ def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_j
                postmortem: Path | None = None) -> None:
     from llm_oncall.drills import act
 
-    if postmortem is not None:
-        jobs = [(i, s, postmortem / i) for i, s in jobs]  # type: ignore[misc]
-
+    todo: list[tuple[str, int] | tuple[str, int, Path]] = list(jobs) if postmortem is None else [
+        (i, s, postmortem / i) for i, s in jobs]
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("drilling (--act)", total=len(jobs))
-        results = act.run_many(list(jobs), workers, progress=lambda r: progress.advance(task))
+        results = act.run_many(todo, workers, progress=lambda r: progress.advance(task))
     if as_json:
         print_json({"results": [r.to_json() for r in results], "correct": sum(r.correct for r in results),
                     "total": len(results), "recovered": sum(r.recovered for r in results), "seed": seed})
@@ -88,5 +87,7 @@ def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_j
                               + (f" ({a['verification']['verdict']})" if a.get("verification") else ""))
             if r.postmortem is not None:
                 console.print(f"   postmortem: {r.postmortem['markdown']}", soft_wrap=True)
+            elif postmortem is not None:
+                console.print("   postmortem: none (no page, so no incident in the record)")
     if not all(r.correct and r.recovered for r in results):
         raise typer.Exit(1)
