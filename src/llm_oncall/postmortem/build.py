@@ -105,6 +105,7 @@ def build(rec: Record, lang: str = "en", slo: Slo | None = None, registry: Regis
         impact = [tr(lang, "imp_slo", m=f"{imp.slo_minutes_burned:.1f}", bad=imp.bad_intervals, n=imp.intervals),
                   tr(lang, "imp_total", n=imp.requests_total), tr(lang, "imp_affected", n=imp.requests_affected),
                   tr(lang, "imp_failed", n=imp.requests_failed),
+                  *([tr(lang, "imp_retries", n=imp.retries)] if imp.retries else []),
                   tr(lang, "imp_ttft", peak=f"{num(imp.ttft_p99_peak)} s", base=f"{num(imp.ttft_p99_baseline)} s"),
                   tr(lang, "imp_err", peak=_pct(imp.error_share_peak)),
                   tr(lang, "imp_window", start=utc(imp.window_start), end=utc(imp.window_end))]

@@ -8,6 +8,8 @@
 - Requests affected: requests that arrived (fleet arrival rate × interval) in violating intervals — an upper bound,
   since the record keeps quantiles, not every request's latency.
 - Requests failed: Σ error share × arrival rate × interval over the window (5xx, engine errors, aborts).
+- Retries among the requests: Σ retry share × arrival rate × interval (the same users' requests counted again;
+  in a retry storm most failed requests are retries a rate limit turned away).
 - Requests on the scope: when the diagnosis scoped pods, the requests they finished (Σ per-pod rate × interval)
   from the first symptom to the first executed action — the requests exposed to a wrong-answer incident (ECC, a bad
   revision) that the latency/error objectives cannot see; × the worst revision's quality-violation share, the
@@ -47,6 +49,7 @@ class Impact:
     scope_pods: tuple[str, ...] = ()
     requests_on_scope: int | None = None
     quality_violations: int | None = None
+    retries: int | None = None
     """SLO minutes burned after the recorded recovery signal came back."""
 
     def to_json(self) -> dict[str, object]:
@@ -55,7 +58,8 @@ class Impact:
                 "requests_failed": self.requests_failed, "bad_intervals": self.bad_intervals,
                 "intervals": self.intervals, "ttft_p99_peak": self.ttft_p99_peak,
                 "ttft_p99_baseline": self.ttft_p99_baseline, "error_share_peak": self.error_share_peak,
-                "requests_on_scope": self.requests_on_scope, "quality_violations": self.quality_violations,
+                "retries": self.retries, "requests_on_scope": self.requests_on_scope,
+                "quality_violations": self.quality_violations,
                 "slo_back": self.slo_back, "after_recovery_minutes": round(self.after_recovery_minutes, 2),
                 "slo": {"ttft_p99_s": self.slo.ttft_p99_s, "error_share": self.slo.error_share,
                         "configured": self.slo_configured}}
@@ -82,7 +86,8 @@ def estimate(rec: Record, m: Moments, slo: Slo | None = None) -> Impact:
             by_t.setdefault(s.t, {})[s.signal] = s.value
     times = sorted(by_t)
     bad = n = 0
-    minutes = total = affected = failed = 0.0
+    minutes = total = affected = failed = retried = 0.0
+    saw_retries = False
     peak_ttft: float | None = None
     peak_err: float | None = None
     after = 0.0
@@ -97,6 +102,9 @@ def estimate(rec: Record, m: Moments, slo: Slo | None = None) -> Impact:
         rate = v.get("arrival_rate") or v.get("finished_rate") or 0.0
         total += rate * dt
         failed += (v.get("error_share") or 0.0) * rate * dt
+        if "retry_share" in v:
+            saw_retries = True
+            retried += v["retry_share"] * rate * dt
         if "ttft_p99" in v:
             peak_ttft = max(peak_ttft or 0.0, v["ttft_p99"])
         if "error_share" in v:
@@ -133,4 +141,4 @@ def estimate(rec: Record, m: Moments, slo: Slo | None = None) -> Impact:
                   bad_intervals=bad, intervals=n, ttft_p99_peak=peak_ttft, ttft_p99_baseline=baseline,
                   error_share_peak=peak_err, slo=slo, slo_configured=cfg, slo_back=slo_back,
                   after_recovery_minutes=after, scope_pods=pods, requests_on_scope=on_scope,
-                  quality_violations=bad_out)
+                  quality_violations=bad_out, retries=round(retried) if saw_retries else None)
