@@ -24,7 +24,7 @@ class Clock:
 
 
 def make(path: Path, summary: str = "KV-cache capacity exhausted: arrivals ×2", evidence_text: str = "queue 40",
-         pods: list[str] | None = None) -> str:
+         pods: list[str] | None = None, approver: str | None = None) -> str:
     """Scrapes every 15 s from 15 to 480 s; symptom red 285-390 s; a page at 300 s with a scale-out executed at
     once; the queue back at 345 s; resolved at 480 s.  The incident id."""
     clock = Clock()
@@ -66,6 +66,8 @@ def make(path: Path, summary: str = "KV-cache capacity exhausted: arrivals ×2",
                                                     "actions": [action], "manual": []})
             store.set_plan(iid, "p-1", {"plan_id": "p-1", "incident": "kv-capacity", "actions": [action]},
                            actor="test")
+            if approver:
+                store.decide(iid, "p-1", "a-1", "approved", approver)
             store.event(iid, "action", "test", {"action_id": "a-1", "kind": "scale_out",
                                                 "target": "Deployment/llm/vllm", "status": "executed"})
             store.set_status(iid, "mitigating", "test", "emergency action executed")

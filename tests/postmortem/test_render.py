@@ -58,3 +58,13 @@ def test_no_telemetry_no_charts_and_an_unknown_impact(tmp_path: Path) -> None:
     assert "TODO (humans)" in md  # nothing in the record says what went well or wrong
     with sqlite3.connect(db) as c:  # reading did not add the telemetry tables to the user's file
         assert c.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'telemetry'").fetchone()[0] == 0
+
+
+def test_the_response_names_who_approved_each_action(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    iid = synth.make(db, approver="alice@oncall")
+    md = write_postmortem(db, iid, tmp_path / "out").markdown.read_text(encoding="utf-8")
+    row = next(line for line in md.splitlines() if line.startswith("| 00:05:00 | test | scale_out"))
+    assert "approved by alice@oncall" in row and "ok (replicas=10)" in row and "helped: recovered" in row
+    timeline = md.split("## Timeline (UTC)")[1]
+    assert "approval of a-1: approved" in timeline

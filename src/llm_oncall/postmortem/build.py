@@ -252,7 +252,7 @@ def _event_text(kind: str, d: dict[str, Any], lang: str) -> str:
         labels = d.get("labels") or {}
         return tr(lang, "ev_alert", name=labels.get("alertname", d.get("fingerprint", "")), status=d.get("status"))
     if kind == "approval":
-        return tr(lang, "ev_approval", action=d.get("action_id"), decision=d.get("decision"), actor="")
+        return tr(lang, "ev_approval", action=d.get("action_id"), decision=d.get("decision"))
     if kind == "notification":
         return tr(lang, "ev_notify", detail=d.get("text") or d.get("event") or "")
     return str(d)

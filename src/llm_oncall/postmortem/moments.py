@@ -92,16 +92,15 @@ def moments(rec: Record) -> Moments:
     opened = next((e.t for e in rec.events("status") if e.detail.get("status") == "open"), rec.opened_at)
     named = [e for e in rec.events("diagnosis") if e.detail.get("incident") not in (None, "unknown", "healthy")]
     first_diag = rec.events("diagnosis")[0] if rec.events("diagnosis") else None
-    acts: list[ActionMoment] = []
-    seen: set[str] = set()
+    # One moment per action: the event that executed it, else its latest event (blocked, failed, dry run).
+    by_id: dict[str, ActionMoment] = {}
     for e in rec.events("action"):
         aid = str(e.detail.get("action_id", ""))
-        if aid in seen and e.detail.get("status") != "executed":
+        if by_id.get(aid) is not None and by_id[aid].status == "executed":
             continue
-        seen.add(aid)
-        acts = [a for a in acts if a.id != aid] + [ActionMoment(e.t, aid, str(e.detail.get("kind", "")),
-                                                                str(e.detail.get("target", "")),
-                                                                str(e.detail.get("status", "")))]
+        by_id[aid] = ActionMoment(e.t, aid, str(e.detail.get("kind", "")), str(e.detail.get("target", "")),
+                                  str(e.detail.get("status", "")))
+    acts = list(by_id.values())
     status_t = {str(e.detail.get("status")): e.t for e in rec.events("status")}
     recovery = next((float(e.detail["recovered_at"]) for e in rec.events("verification")
                      if e.detail.get("recovered_at") is not None), None)
