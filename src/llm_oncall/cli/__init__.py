@@ -6,12 +6,14 @@ import typer
 
 from llm_oncall.cli import act, bench, diagnose, evidence, incidents, probe, runbooks, sim
 from llm_oncall.cli.drill import drill
+from llm_oncall.cli.postmortem import postmortem
 from llm_oncall.cli.serve import serve
 
 app = typer.Typer(help="On-call autopilot for vLLM inference fleets.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
 diagnose.register(app)
 app.command()(drill)
+app.command()(postmortem)
 app.command()(serve)
 app.add_typer(act.app, name="act")
 app.add_typer(bench.app, name="bench")
