@@ -5,7 +5,8 @@ An export form only: the diagnosis engine never evaluates these expressions (it 
 - **recording rules** for the golden signals per pod (`pod:…`) and per fleet (`namespace:…`), each with its
   baseline (`…:…_baseline`: the same quantity over the `baseline` window ending `offset` ago, so a threshold is
   "× the fleet's own past", never a constant tuned to one fleet's size);
-- **alerting rules**, one per runbook that has a `prometheus:` block (all but `healthy`);
+- **alerting rules**, one per runbook that has a `prometheus:` block (all but `healthy`), plus one symptom alert
+  (TTFT / ITL / error share over the SLOs given at export) for what no runbook explains;
 - a **Grafana dashboard** over the recording rules (per-pod golden signals, KV, queue, hit rate, preemptions).
 
 Spelling: expressions are written with the current vLLM names as a live `/metrics` page shows them (counters with
@@ -253,6 +254,25 @@ def _alert(rb: Runbook, values: Mapping[str, str]) -> Rule:
         incident=rb.id, scope=tuple(pa.scope))
 
 
+SYMPTOM_ALERT = "LlmOncallSymptom"
+_SYMPTOM = ("namespace:vllm_ttft_seconds:p99 > ${slo_ttft_p99} or namespace:vllm_itl_seconds:p99 > ${slo_itl_p99} "
+            "or namespace:vllm_request_errors:ratio > ${slo_error_ratio}")
+
+
+def _symptom_alert(values: Mapping[str, str]) -> Rule:
+    """A user-facing symptom over its SLO, whichever runbook explains it (or none: `unknown`): it wakes the
+    autopilot, whose diagnosis names the incident."""
+    canonical = render(_SYMPTOM, values)
+    return Rule(GROUP_ALERTS, "alert", SYMPTOM_ALERT, canonical, canonical, "5m",
+                labels={"severity": "page", "incident": "unknown", "source": "llm-oncall"},
+                annotations={"summary": "vLLM fleet over its SLO ({{ $labels.namespace }})",
+                             "description": f"TTFT p99 > {values['slo_ttft_p99']} s, ITL p99 > "
+                                            f"{values['slo_itl_p99']} s or abort/error share > "
+                                            f"{values['slo_error_ratio']}: llm-oncall diagnoses which runbook "
+                                            "applies.", "runbook": "llm-oncall runbooks list"},
+                incident="unknown", scope=("namespace",))
+
+
 def build(runbooks: Iterable[Runbook], overrides: Mapping[str, str | float | None] | None = None) -> list[Rule]:
     """Recording rules (pod, then fleet) and one alert per runbook with a PromQL form, in triage order."""
     values = params(overrides)
@@ -263,6 +283,7 @@ def build(runbooks: Iterable[Runbook], overrides: Mapping[str, str | float | Non
             rules.append(Rule(group, "record", name, canonical, all_spellings(canonical), help=what))
     books = sorted((rb for rb in runbooks if rb.prometheus is not None), key=lambda rb: (rb.priority, rb.id))
     rules += [_alert(rb, values) for rb in books]
+    rules.append(_symptom_alert(values))
     return rules
 
 
