@@ -56,16 +56,17 @@ class Coverage:
 
 def coverage(url: str, rules: Iterable[promrules.Rule], want: Callable[[str], bool],
              exempt: frozenset[str] = frozenset()) -> Coverage:
-    """What returns nothing right now: recording rules, the selectors of each alert (those `want` keeps, by
-    metric name; `exempt` selectors are emitted only during their incident), and the dashboard's panels."""
+    """What returns nothing right now: recording rules, the selectors inside each rule and alert (those `want`
+    keeps, by metric name; `exempt` selectors are emitted only during their incident), and the dashboard's
+    panels."""
     cov = Coverage()
     rules = list(rules)
     for r in rules:
         if r.kind == "record":
             if not query(url, r.name):
                 cov.empty_rules.append(r.name)
-            continue
-        query(url, r.expr)  # the whole alert must evaluate (it should not fire on a healthy fleet)
+        else:
+            query(url, r.expr)  # the whole alert must evaluate (it should not fire on a healthy fleet)
         for sel in promrules.selectors(r.canonical):
             if sel in exempt or not want(promrules.metric_name(sel)):
                 continue
@@ -77,6 +78,12 @@ def coverage(url: str, rules: Iterable[promrules.Rule], want: Callable[[str], bo
             cov.empty_panels.append(expr)
     cov.firing = sorted({s["metric"].get("alertname", "") for s in query(url, 'ALERTS{source="llm-oncall"}')})
     return cov
+
+
+def recorded_or(prefix: str, rules: Iterable[promrules.Rule]) -> Callable[[str], bool]:
+    """`want` for `coverage`: metric names starting with `prefix`, and the recorded names."""
+    recorded = {r.name for r in rules if r.kind == "record"}
+    return lambda name: name.startswith(prefix) or name in recorded
 
 
 def wait_for_coverage(url: str, rules: Iterable[promrules.Rule], want: Callable[[str], bool],

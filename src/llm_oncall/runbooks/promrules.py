@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 import yaml
 
+from llm_oncall.runbooks.dashboard import DASHBOARD_FILE, dashboard, panel_exprs
+from llm_oncall.runbooks.promql import metric_name, selectors
 from llm_oncall.runbooks.schema import PROMQL_PARAMS, Runbook
 from llm_oncall.signals.catalog import SIGNALS
 
@@ -47,8 +49,6 @@ _VLLM_NAME = re.compile(r"(?<![A-Za-z0-9_:])vllm:[A-Za-z0-9_:]*")
 _SUFFIXES = ("_bucket", "_count", "_sum")
 
 RULES_FILE = "llm-oncall-rules.yaml"
-DASHBOARD_FILE = "llm-oncall-dashboard.json"
-DASHBOARD_UID = "llm-oncall-vllm"
 
 
 def _legacy_names() -> dict[str, str]:
@@ -294,80 +294,6 @@ def rule_groups(rules: Sequence[Rule]) -> dict[str, Any]:
     return {"groups": [{"name": g, "rules": rs} for g, rs in groups.items()]}
 
 
-# ---- the dashboard ------------------------------------------------------------------------------------------------
-
-_SEL = '{namespace=~"$namespace", pod=~"$pod"}'
-PANELS: tuple[tuple[str, str, str, str], ...] = (
-    # (title, expression, unit, legend)
-    ("TTFT p99 per pod", f"pod:vllm_ttft_seconds:p99{_SEL}", "s", "{{pod}}"),
-    ("ITL p99 per pod", f"pod:vllm_itl_seconds:p99{_SEL}", "s", "{{pod}}"),
-    ("Request rate per pod (finished/s)", f"pod:vllm_requests:rate{_SEL}", "reqps", "{{pod}}"),
-    ("Error ratio per pod (abort + error)", f"pod:vllm_request_errors:ratio{_SEL}", "percentunit", "{{pod}}"),
-    ("Waiting requests per pod", f"pod:vllm_requests_waiting:sum{_SEL}", "short", "{{pod}}"),
-    ("Running requests per pod", f"pod:vllm_requests_running:sum{_SEL}", "short", "{{pod}}"),
-    ("KV-cache usage per pod", f"pod:vllm_kv_cache_usage:max{_SEL}", "percentunit", "{{pod}}"),
-    ("Prefix-cache hit rate per pod", f"pod:vllm_prefix_cache_hit:ratio{_SEL}", "percentunit", "{{pod}}"),
-    ("Preemptions per pod (/s)", f"pod:vllm_preemptions:rate{_SEL}", "short", "{{pod}}"),
-    ("Generated tokens per pod (/s)", f"pod:vllm_generation_tokens:rate{_SEL}", "short", "{{pod}}"),
-    ("Fleet TTFT p99 vs baseline", 'namespace:vllm_ttft_seconds:p99{namespace=~"$namespace"}', "s",
-     "{{namespace}} now"),
-    ("Fleet arrivals vs baseline (/s)", 'namespace:vllm_request_arrivals:rate{namespace=~"$namespace"}', "reqps",
-     "{{namespace}} now"),
-)
-# Second targets of the fleet panels: their baselines.
-_PANEL_BASELINES = {
-    "Fleet TTFT p99 vs baseline": 'namespace:vllm_ttft_seconds:p99_baseline{namespace=~"$namespace"}',
-    "Fleet arrivals vs baseline (/s)": 'namespace:vllm_request_arrivals:rate_baseline{namespace=~"$namespace"}',
-}
-_DS = {"type": "prometheus", "uid": "${datasource}"}
-
-
-def dashboard() -> dict[str, Any]:
-    """A Grafana dashboard (schemaVersion 39) over the recording rules, with namespace and pod variables."""
-    panels: list[dict[str, Any]] = []
-    for i, (title, expr, unit, legend) in enumerate(PANELS):
-        targets = [{"refId": "A", "datasource": _DS, "expr": expr, "legendFormat": legend}]
-        if title in _PANEL_BASELINES:
-            targets.append({"refId": "B", "datasource": _DS, "expr": _PANEL_BASELINES[title],
-                            "legendFormat": "{{namespace}} baseline"})
-        panels.append({
-            "id": i + 1, "type": "timeseries", "title": title, "datasource": _DS,
-            "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
-            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-            "options": {"legend": {"displayMode": "table", "placement": "right", "calcs": ["lastNotNull", "max"]},
-                        "tooltip": {"mode": "multi", "sort": "desc"}},
-            "targets": targets,
-        })
-
-    def var(name: str, query: str) -> dict[str, Any]:
-        return {"name": name, "label": name, "type": "query", "datasource": _DS, "query": query,
-                "definition": query, "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
-                "current": {"text": "All", "value": "$__all"}, "sort": 1}
-
-    return {
-        "uid": DASHBOARD_UID, "title": "vLLM fleet (llm-oncall)", "tags": ["vllm", "llm-oncall"],
-        "timezone": "utc", "schemaVersion": 39, "version": 1, "editable": True, "refresh": "30s",
-        "time": {"from": "now-3h", "to": "now"},
-        "templating": {"list": [
-            {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
-             "current": {}, "hide": 0},
-            var("namespace", "label_values(pod:vllm_requests_running:sum, namespace)"),
-            var("pod", 'label_values(pod:vllm_requests_running:sum{namespace=~"$namespace"}, pod)'),
-        ]},
-        "annotations": {"list": [{"name": "llm-oncall alerts", "datasource": _DS, "enable": True,
-                                  "iconColor": "red", "expr": 'ALERTS{source="llm-oncall", alertstate="firing"}',
-                                  "titleFormat": "{{alertname}}", "textFormat": "{{incident}} {{namespace}}"}]},
-        "panels": panels,
-    }
-
-
-def panel_exprs(board: Mapping[str, Any], namespace: str = ".*", pod: str = ".*") -> list[str]:
-    """Every panel query (and the annotation query) with the dashboard variables filled in."""
-    exprs = [t["expr"] for p in board["panels"] for t in p["targets"]]
-    exprs += [a["expr"] for a in board["annotations"]["list"]]
-    return [e.replace("$namespace", namespace).replace("$pod", pod) for e in exprs]
-
-
 # ---- export -------------------------------------------------------------------------------------------------------
 
 def export(out: Path, runbooks: Iterable[Runbook],
@@ -396,97 +322,6 @@ def listing(rules: Sequence[Rule], board: Mapping[str, Any], values: Mapping[str
     }
 
 
-# ---- taking expressions apart (for the checks) --------------------------------------------------------------------
-
-_AGGREGATORS = frozenset({"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
-                          "bottomk", "topk", "quantile", "limitk", "limit_ratio"})
-_KEYWORDS = frozenset({"and", "or", "unless", "offset", "bool", "by", "without", "on", "ignoring", "group_left",
-                       "group_right", "inf", "nan", "atan2", "start", "end"})
-_LABEL_LISTS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
-_IDENT = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
-_NUMBER = re.compile(r"(0x[0-9a-fA-F]+|[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?)")
-
-
-def _skip_string(s: str, i: int) -> int:
-    q = s[i]
-    i += 1
-    while i < len(s) and s[i] != q:
-        i += 2 if s[i] == "\\" and q != "`" else 1
-    return i + 1
-
-
-def _close(s: str, i: int, open_: str, close: str) -> int:
-    """Index just past the bracket matching the one at `i`."""
-    depth = 0
-    while i < len(s):
-        c = s[i]
-        if c in "\"'`":
-            i = _skip_string(s, i)
-            continue
-        if c == open_:
-            depth += 1
-        elif c == close:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    raise ValueError(f"unbalanced {open_}{close} in {s!r}")
-
-
-def selectors(expr: str) -> list[str]:
-    """The vector selectors of a PromQL expression (`name{matchers}` as written), in order, without repeats."""
-    out: list[str] = []
-    i, n = 0, len(expr)
-    while i < n:
-        c = expr[i]
-        if c in "\"'`":
-            i = _skip_string(expr, i)
-        elif c == "[":
-            i = _close(expr, i, "[", "]")
-        elif c == "{":
-            j = _close(expr, i, "{", "}")
-            out.append(expr[i:j])
-            i = j
-        elif c.isdigit() or (c == "." and i + 1 < n and expr[i + 1].isdigit()):
-            m = _NUMBER.match(expr, i)
-            i = m.end() if m else i + 1
-            while i < n and expr[i].isalnum():  # a duration's unit (offset 10m)
-                i += 1
-        elif c.isalpha() or c in "_:":
-            m = _IDENT.match(expr, i)
-            assert m is not None
-            word, i = m.group(0), m.end()
-            j = i
-            while j < n and expr[j].isspace():
-                j += 1
-            nxt = expr[j] if j < n else ""
-            if word in _LABEL_LISTS and nxt == "(":
-                i = _close(expr, j, "(", ")")
-            elif word in _KEYWORDS or word in _AGGREGATORS or nxt == "(":
-                continue
-            elif nxt == "{":
-                k = _close(expr, j, "{", "}")
-                out.append(word + expr[j:k])
-                i = k
-            else:
-                out.append(word)
-        else:
-            i += 1
-    seen: list[str] = []
-    for s in out:
-        if s not in seen:
-            seen.append(s)
-    return seen
-
-
-def metric_name(selector: str) -> str:
-    """The metric a selector names (`__name__` matchers included); '' when it names none."""
-    name = selector.split("{", 1)[0].strip()
-    if name:
-        return name
-    m = re.search(r'__name__\s*=\s*"([^"]*)"', selector)
-    return m.group(1) if m else ""
-
-
-def placeholders() -> tuple[str, ...]:
-    return PROMQL_PARAMS
+__all__ = ["DASHBOARD_FILE", "DEFAULTS", "LEGACY", "RULES_FILE", "ParamError", "Rule", "all_spellings", "build",
+           "dashboard", "export", "listing", "metric_name", "panel_exprs", "params", "render", "rule_groups",
+           "selectors", "spellings"]
