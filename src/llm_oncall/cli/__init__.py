@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from llm_oncall.cli import act, bench, diagnose, evidence, incidents, probe, runbooks, sim
+from llm_oncall.cli import act, bench, diagnose, evidence, incidents, probe, rules, runbooks, sim
 from llm_oncall.cli.drill import drill
 from llm_oncall.cli.postmortem import postmortem
 from llm_oncall.cli.serve import serve
@@ -20,6 +20,7 @@ app.add_typer(bench.app, name="bench")
 app.add_typer(evidence.app, name="evidence")
 app.add_typer(incidents.app, name="incidents")
 app.add_typer(probe.app, name="probe")
+app.add_typer(rules.app, name="rules")
 app.add_typer(runbooks.app, name="runbooks")
 app.add_typer(sim.app, name="sim")
 
