@@ -137,3 +137,19 @@ def test_cli_list_and_show(tmp_path: Path) -> None:
     assert runner.invoke(app, ["incidents", "list", "--db", str(tmp_path / "missing.db")]).exit_code == 3
     out = runner.invoke(app, ["incidents", "show", str(iid), "--db", str(db)])
     assert out.exit_code == 0 and "VLLMQueueBacklog" in out.output
+
+
+def test_a_named_incident_keeps_its_name_when_a_later_scrape_says_less(tmp_path: Path) -> None:
+    s = IncidentStore(tmp_path / "a.db")
+    iid = s.open_incident("engine-hang", "Engine hang")
+    assert s.set_diagnosis(iid, {"incident": "engine-hang", "severity": "page", "title": "Engine hang"})
+    # While the fix restarts the group, TTFT and errors are red and nothing explains them for a scrape.
+    assert s.set_diagnosis(iid, {"incident": "unknown", "severity": "page", "title": "Unexplained symptom"})
+    got = s.get(iid, timeline=True)
+    assert got is not None and got["incident"] == "engine-hang" and got["title"] == "Engine hang"
+    assert got["diagnosis"]["incident"] == "unknown"  # the latest answer is kept, and in the timeline
+    assert [e["detail"]["incident"] for e in s.timeline(iid) if e["kind"] == "diagnosis"] == ["engine-hang", "unknown"]
+    # An incident opened as unknown takes the name of the runbook that explains it later.
+    other = s.open_incident("unknown", "VLLMQueueBacklog")
+    s.set_diagnosis(other, {"incident": "kv-capacity", "severity": "page", "title": "KV-cache capacity exhausted"})
+    assert (s.get(other, timeline=False) or {})["incident"] == "kv-capacity"

@@ -63,6 +63,7 @@ SOURCES: dict[str, str] = {
     "prompt_shift": "max(prompt p99 ratio, prompt mean ratio) vs baseline",
     "admitted_prompt_shift": "prefix-cache tokens looked up per arriving request, ratio vs baseline",
     "miss_ratio": "(1 - prefix hit rate) now / its baseline",
+    "cold_pods": "pods restarted or added in the last 4 scrapes (their prefix caches start empty)",
     "window_requests": "requests finished in the window (the sample size of rates and quantiles)",
     "ttft_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))",
     "ttft_p90_ratio": "TTFT p90 now / its baseline (with 30–100 requests in the window it must agree with the p99)",
@@ -78,6 +79,7 @@ SOURCES: dict[str, str] = {
     "n_crashloop": "pods not scrapeable with restarts / CrashLoopBackOff",
     "log_cuda_graph": "vLLM logs: CUDA-graph capture error",
     "n_outliers": "pods whose TTFT/ITL p99 is ≥ 2× the median of their peers",
+    "outlier_ratio": "the slowest outlier's mean inter-token latency / the median of its peers'",
 }
 
 
@@ -132,6 +134,27 @@ def _prefix_queries(snap: Snapshot) -> float | None:
 STALL_JITTER = 0.25
 """Share of one interval that scrape timestamps may lose to jitter: live scrape times drift by hundreds of ms on a
 busy host, so two flat intervals can span slightly less than 2 × interval and must still count."""
+
+
+def _recently_restarted(snap: Snapshot, interval_s: float) -> set[str]:
+    """Pods whose process restarted in the window, or with a restart event in the last four scrapes."""
+    out = {p.name for p in snap.pods if p.restarts > 0}
+    out.update(restarted_pod(e) for e in snap.events
+               if e.kind == "restart" and snap.t - e.t <= 4 * interval_s + 1e-6)
+    out.discard("")
+    return out
+
+
+def _cold_pods(history: Sequence[Snapshot], interval_s: float) -> set[str]:
+    """Pods restarted in the last four scrapes, or added since then (a new replica): their engines start with an
+    empty prefix cache. A pod whose target only failed a scrape keeps its cache and is not counted."""
+    snap = history[-1]
+    cold = _recently_restarted(snap, interval_s)
+    before = [s for s in history[:-1] if snap.t - s.t >= 4 * interval_s - 1e-6]
+    if before:
+        known = {p.name for p in before[-1].pods}
+        cold.update(p.name for p in snap.pods if p.name not in known)
+    return cold
 
 
 def _stalled(p: PodSnapshot, interval: float) -> bool:
@@ -231,6 +254,11 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["hit_rate_drop"] = base_hit - f.prefix_hit_rate if base_hit is not None and f.prefix_hit_rate is not None \
         else None
     miss = 1.0 - f.prefix_hit_rate if f.prefix_hit_rate is not None else None
+    # Misses a restart or a scale-out explains: the new engines' caches are empty, and the sessions they served
+    # moved to other pods' caches while they were away.
+    cold = _cold_pods(history, interval_s)
+    v["cold_pods"] = float(len(cold))
+    pod_sets["cold"] = tuple(sorted(cold))
     base_miss = 1.0 - base_hit if base_hit is not None else None
     v["miss_rate"] = miss
     v["miss_rate_baseline"] = base_miss
@@ -305,11 +333,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["nvlink_errors"] = sum(x for x in nvlink) if nvlink else None
 
     # Restarts and pods that do not come up.
-    restarted = {p.name for p in snap.pods if p.restarts > 0}
-    for e in snap.events:
-        if e.kind == "restart" and snap.t - e.t <= 4 * interval_s + 1e-6:
-            restarted.add(restarted_pod(e))
-    restarted.discard("")
+    restarted = _recently_restarted(snap, interval_s)
     v["n_restarted"] = float(len(restarted))
     # Since the change the baseline was frozen at: the trigger of a cascade stays its trigger after it came back.
     since_change = set()
@@ -386,6 +410,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     # 30-second p99 of one pod rests on a handful of requests and flaps.  Inter-token latency, not
     # TTFT: a slow GPU slows every step, while one pod's TTFT also moves with the prompts it drew.
     outliers: set[str] = set()
+    outlier_ratio: float | None = None
     if len(up) >= 3:
         for key in ("itl",):
             means = {p.name: m for p in up if key in p.histograms and p.histograms[key].count >= 5
@@ -396,7 +421,9 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
                 peers = statistics.median(x for n, x in means.items() if n != name)
                 if peers > 0 and val >= 2.0 * peers and val - peers >= 0.01:
                     outliers.add(name)
+                    outlier_ratio = max(outlier_ratio or 0.0, val / peers)
     pod_sets["outliers"] = tuple(sorted(outliers))
+    v["outlier_ratio"] = outlier_ratio
     v["n_outliers"] = float(len(outliers))
     v["outlier_share"] = len(outliers) / len(up) if up else None
 

@@ -22,6 +22,8 @@ from llm_oncall.incidents.schema import migrate
 STATUSES = ("open", "mitigating", "mitigated", "resolved")
 EVENT_KINDS = ("alert", "diagnosis", "plan", "approval", "action", "verification", "notification", "status")
 _ORDER = {s: i for i, s in enumerate(STATUSES)}
+UNNAMED = ("unknown", "healthy")
+"""Answers that name no runbook: they never rename an incident a runbook named."""
 
 
 class StoreError(Exception):
@@ -138,10 +140,15 @@ class IncidentStore:
             changed = old is None or old.get("incident") != diagnosis.get("incident") or \
                 old.get("severity") != diagnosis.get("severity")
             title = str(diagnosis.get("title") or diagnosis.get("summary") or "")[:200]
+            kind = diagnosis.get("incident", row[0])
+            # An incident a runbook named keeps its name when a later scrape says less (`unknown` while the fix
+            # restarts pods, `healthy` as it recovers): the timeline records the change, the incident stays what
+            # it was diagnosed as and acted on.
+            if row[0] not in UNNAMED and kind in UNNAMED:
+                kind, title = row[0], ""
             db.execute("UPDATE incidents SET incident = ?, diagnosis = ?, updated_at = ?, "
                        "title = CASE WHEN ? != '' THEN ? ELSE title END WHERE id = ?",
-                       (diagnosis.get("incident", row[0]), json.dumps(diagnosis, default=str), at, title, title,
-                        incident_id))
+                       (kind, json.dumps(diagnosis, default=str), at, title, title, incident_id))
             if changed:
                 self._event(db, incident_id, at, "diagnosis", actor,
                             {"incident": diagnosis.get("incident"), "from": old.get("incident") if old else None,
