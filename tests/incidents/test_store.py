@@ -153,3 +153,31 @@ def test_a_named_incident_keeps_its_name_when_a_later_scrape_says_less(tmp_path:
     other = s.open_incident("unknown", "VLLMQueueBacklog")
     s.set_diagnosis(other, {"incident": "kv-capacity", "severity": "page", "title": "KV-cache capacity exhausted"})
     assert (s.get(other, timeline=False) or {})["incident"] == "kv-capacity"
+
+
+def _alert(fp: str, labels: dict[str, str], status: str = "firing") -> dict[str, object]:
+    return {"fingerprint": fp, "startsAt": "2026-12-01T03:00:00Z", "status": status,
+            "labels": {"alertname": "LlmOncallIncident", **labels}, "annotations": {}, "endsAt": None}
+
+
+def test_an_alert_of_llm_oncalls_rules_joins_the_incident_of_its_runbook(tmp_path: Path) -> None:
+    s = IncidentStore(tmp_path / "a.db")
+    ecc = s.open_incident("gpu-ecc", "GPU ECC errors")
+    hang = s.open_incident("engine-hang", "Engine hang")
+    # The newest open incident is the hang; an alert naming gpu-ecc joins the ECC incident, not the newest.
+    iid, new = s.add_alerts("g1", [_alert("f1", {"incident": "gpu-ecc", "node": "n1"})])
+    assert (iid, new) == (ecc, 1)
+    # An alert of the user's own rules (no runbook label) joins the open incident.
+    assert s.add_alerts("g2", [_alert("f2", {"alertname": "VLLMQueueBacklog"})])[0] == hang
+    # A runbook with no open incident opens one under its own name, titled by the alert.
+    iid3, _ = s.add_alerts("g3", [_alert("f3", {"incident": "kv-capacity"})])
+    assert iid3 not in (ecc, hang) and (s.get(iid3, timeline=False) or {})["incident"] == "kv-capacity"
+    # The same alert re-sent, and then resolved, stays with its incident.
+    assert s.add_alerts("g1", [_alert("f1", {"incident": "gpu-ecc", "node": "n1"})]) == (ecc, 0)
+    assert s.add_alerts("g1", [_alert("f1", {"incident": "gpu-ecc", "node": "n1"}, "resolved")])[0] == ecc
+    # A label that is not a runbook id names nothing.
+    s.set_status(ecc, "resolved", "test", "done")
+    s.set_status(hang, "resolved", "test", "done")
+    s.set_status(iid3, "resolved", "test", "done")
+    iid4, _ = s.add_alerts("g4", [_alert("f4", {"incident": "../../etc"})])
+    assert (s.get(iid4 or "", timeline=False) or {})["incident"] == "unknown"

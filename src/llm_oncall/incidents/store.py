@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from llm_oncall.incident_ids import FAULTS
 from llm_oncall.incidents.schema import migrate
 
 STATUSES = ("open", "mitigating", "mitigated", "resolved")
@@ -174,15 +175,30 @@ class IncidentStore:
         items = list(alerts)
 
         def go(db: sqlite3.Connection) -> tuple[str | None, int]:
-            row = db.execute("SELECT id FROM incidents WHERE status != 'resolved' ORDER BY opened_at DESC LIMIT 1"
-                             ).fetchone()
+            # llm-oncall's own exported rules label their alerts with the runbook (`incident`): such an alert joins
+            # the open incident of that runbook, else an open one not yet named, else opens one named so. Any
+            # other alert (the user's own rules) joins the open incident, else opens an `unknown` one.
+            named = next((str(a["labels"]["incident"]) for a in items if a["labels"].get("incident") in FAULTS),
+                         None)
+            open_sql = "SELECT id FROM incidents WHERE status != 'resolved'"
+            row = None
+            for a in items:  # by fingerprint: an alert seen before stays with its incident while that is open
+                row = row or db.execute("SELECT a.incident_id FROM alerts a JOIN incidents i ON i.id = a.incident_id "
+                                        "WHERE a.fingerprint = ? AND a.starts_at = ? AND i.status != 'resolved'",
+                                        (a["fingerprint"], a["startsAt"])).fetchone()
+            if row is None and named is not None:
+                row = db.execute(open_sql + " AND incident = ? ORDER BY opened_at DESC LIMIT 1", (named,)).fetchone() \
+                    or db.execute(open_sql + " AND incident IN ('unknown', 'healthy') ORDER BY opened_at DESC LIMIT 1"
+                                  ).fetchone()
+            elif row is None:
+                row = db.execute(open_sql + " ORDER BY opened_at DESC LIMIT 1").fetchone()
             iid: str | None = row[0] if row else None
             if iid is None:
                 known = db.execute("SELECT a.incident_id FROM alerts a JOIN incidents i ON i.id = a.incident_id "
                                    "WHERE a.group_key = ? ORDER BY a.received_at DESC LIMIT 1", (group_key,)).fetchone()
                 if any(a["status"] == "firing" for a in items):
                     first = next(a for a in items if a["status"] == "firing")
-                    iid = self._open(db, "unknown", str(first["labels"].get("alertname", "")), actor, at)
+                    iid = self._open(db, named or "unknown", str(first["labels"].get("alertname", "")), actor, at)
                 elif known is not None:
                     iid = known[0]
                 else:
