@@ -246,6 +246,13 @@ def _loop(steps: Steps, sim: SimServer, fleet: Fleet, url: str, am: str, prom: s
     tl = inc["timeline"]
     assert any(e["kind"] == "approval" and e["actor"].startswith("alice") for e in tl)
     assert [e["detail"]["status"] for e in tl if e["kind"] == "status"][-1] == "resolved"
+    # Resolved only once the fix took effect: the restarted pods answer and step again (the recovery signal), not
+    # while they restart unscraped and nothing about them pages.
+    statuses = [e for e in tl if e["kind"] in ("status", "verification")]
+    helped = next(i for i, e in enumerate(statuses) if e["kind"] == "verification"
+                  and e["detail"].get("verdict") == "helped")
+    assert helped < next(i for i, e in enumerate(statuses) if e["kind"] == "status"
+                         and e["detail"]["status"] == "resolved"), statuses
     done = [e["detail"]["kind"] for e in tl if e["kind"] == "action" and e["detail"].get("status") == "executed"]
     assert sorted(done) == sorted(a["kind"] for a in actions)  # each approved action executed once
     others = [(i["incident"], i["status"]) for i in incidents() if i["id"] != first[0]]

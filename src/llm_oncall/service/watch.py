@@ -152,8 +152,13 @@ class Watcher:
             return
         if active is None:
             return
-        self.green += 1
         iid, status = active["id"], active["status"]
+        if not self._back_after_acting():
+            # Quiet but not back: a fixed pod that restarts is not scraped, so nothing about it pages, and the
+            # incident would resolve before the fix took effect. It waits for the recovery signal.
+            self.green = 0
+            return
+        self.green += 1
         if status == "mitigating":
             self.store.set_status(iid, "mitigated", "watch", f"no page for {self.green} round(s) after acting")
             self.notify(iid, "status", "mitigated: the page stopped after the executed actions",
@@ -166,6 +171,13 @@ class Watcher:
             self.log.info("incident resolved", incident_id=iid)
             self.notify(iid, "status", "resolved", {"status": "resolved"})
             self.plan, self.plan_incident = None, None
+
+    def _back_after_acting(self) -> bool:
+        """Without an executed action, yes; with one, when the recovery signal of the incident it fixed is back."""
+        acted = self.plan is not None and any(a.status == "executed" for a in self.plan.actions)
+        if not acted or self.plan is None or self.baselines is None or not self.observed:
+            return True
+        return verify.recovered(self.plan.incident, self.observed[-1], self.baselines)
 
     def _verify(self, iid: str, d: Diagnosis) -> None:
         """The page may go on after a fix (demand is still doubled; the capacity now absorbs it): the incident is
