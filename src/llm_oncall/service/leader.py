@@ -234,8 +234,18 @@ class LeaderElector:
         self.thread.start()
         return self
 
+    def next_try_in(self) -> float:
+        """The leader renews every renew_s; a follower also tries every renew_s, but never later than the moment
+        the lease it watches expires (so a takeover comes at most renew_s after the holder's last renew + its
+        duration, not a whole period later)."""
+        with self.lock:
+            if self.leading or not self.holder:
+                return self.renew_s
+            duration = float(((self.lease or {}).get("spec") or {}).get("leaseDurationSeconds") or self.duration_s)
+            return min(self.renew_s, max(0.05, self.observed_at + duration - self.clock() + 0.01))
+
     def _run(self) -> None:
-        while not self.stopping.wait(self.renew_s):
+        while not self.stopping.wait(self.next_try_in()):
             try:
                 self.tick()
             except Exception as exc:  # the loop must go on; is_leader() runs out on its own
