@@ -32,7 +32,7 @@ from llm_oncall.sim.serve import SimServer
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 NS, DEP, LEASE = "llm", "vllm-llama-8b", "llm-oncall"
-DURATION_S, RENEW_S = 4, 1.0
+DURATION_S, RENEW_S = 8, 2.0  # a renew deadline of 6 s: a loaded machine does not stall a process that long
 
 
 def _serve(cfg: Path, log: Path) -> subprocess.Popen[bytes]:

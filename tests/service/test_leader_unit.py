@@ -183,3 +183,16 @@ def test_config_defaults_and_limits() -> None:
         LeaderElectionConfig(enabled=True, duration_s=4, renew_s=2)
     with pytest.raises(ValueError, match="DNS-1123"):
         LeaderElectionConfig(lease_name="Bad_Name")
+
+
+def test_leader_election_needs_the_clusters_api(tmp_path: Path) -> None:
+    from llm_oncall.service.config import ConfigError, load
+
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("source: {targets: ['http://127.0.0.1:9/metrics']}\nleader_election: {enabled: true}\n")
+    with pytest.raises(ConfigError, match="leader_election needs the cluster's API"):
+        load(cfg)
+    cfg.write_text("source: {targets: ['http://127.0.0.1:9/metrics']}\nin_cluster: true\n"
+                   "leader_election: {enabled: true, duration_s: 6, renew_s: 2, identity: pod-a}\n")
+    le = load(cfg).leader_election
+    assert (le.enabled, le.duration_s, le.renew, le.identity, le.lease_name) == (True, 6, 2.0, "pod-a", "llm-oncall")
