@@ -160,7 +160,8 @@ def test_release_on_a_clean_stop_hands_over_at_the_next_try(api) -> None:
     a.stop(release=True)
     assert lease(server)["spec"]["holderIdentity"] == ""
     assert b.tick()  # no waiting for the lease duration
-    assert lease(server)["spec"]["leaseTransitions"] == 0  # from nobody to b is no transition between holders
+    spec = lease(server)["spec"]
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1 and spec["leaseDurationSeconds"] == 15
 
 
 def test_an_unreachable_api_makes_the_leader_step_down_at_its_deadline(api) -> None:

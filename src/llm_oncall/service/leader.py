@@ -146,9 +146,8 @@ class LeaderElector:
         spec.update(holderIdentity=self.identity, leaseDurationSeconds=round(self.duration_s), renewTime=now)
         if take or not spec.get("acquireTime"):
             spec["acquireTime"] = now
-        if take:
-            spec["leaseTransitions"] = int(old.get("leaseTransitions") or 0) + (1 if old.get("holderIdentity")
-                                                                                 else 0)
+        if take and old:  # a new holder (also after a release: client-go counts every change of holder)
+            spec["leaseTransitions"] = int(old.get("leaseTransitions") or 0) + 1
         spec.setdefault("leaseTransitions", 0)
         return spec
 
