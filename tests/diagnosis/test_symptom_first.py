@@ -154,3 +154,42 @@ def test_bucket_edges_of_the_real_page_are_used() -> None:
     bounds = sorted({float(b) for b in re.findall(r'vllm:time_to_first_token_seconds_bucket\{[^}]*le="([0-9.e+]+)"',
                                                   REAL_PAGE)})
     assert bounds[:3] == [0.001, 0.005, 0.01] and bisect_left(bounds, 2560.0) == len(bounds) - 1
+
+
+def _ttft_windows(slow: list[int], per_scrape: int = 25) -> list[Diagnosis]:
+    """A real page at ``per_scrape`` requests a scrape (50 in the window of two scrapes: the p90 rule), TTFT 0.25 s;
+    after the baseline, ``slow[k]`` of them take 2.5 s at the k-th scrape."""
+    page = RealPage(REAL_PAGE)
+    scrapes = []
+    for i in range(BASELINE_SCRAPES + SYMPTOM_SCRAPES):
+        k = i - BASELINE_SCRAPES
+        n_slow = slow[k] if 0 <= k < len(slow) else 0
+        page.add("vllm:request_success_total", 'finished_reason="length"', per_scrape)
+        page.observe("vllm:time_to_first_token_seconds", 0.25, per_scrape - n_slow)
+        page.observe("vllm:time_to_first_token_seconds", 2.5, n_slow)
+        page.observe("vllm:inter_token_latency_seconds", 0.03, 10 * per_scrape)
+        page.add("vllm:iteration_tokens_total_count", "", 400.0 * (i + 1))
+        scrapes.append({"tiny": page.render()})
+    return _run(scrapes)
+
+
+def _ttft_red(d: Diagnosis) -> bool | None:
+    return next(s["red"] for s in d.to_json()["symptoms"] if s["signal"] == "ttft_p99")
+
+
+def test_a_fifth_of_a_small_window_slow_is_red_on_its_p90() -> None:
+    # A surge that preempts a fifth of its requests: the median does not move, the p90 and p99 do ×10.
+    last = _ttft_windows(slow=[5] * SYMPTOM_SCRAPES)[-1]
+    assert _ttft_red(last) is True, last.to_json()["symptoms"]
+    assert not _confident_healthy(last), last.summary
+    assert "TTFT p90 and p99" in last.summary, last.summary
+
+
+def test_one_slow_request_in_a_small_window_is_not_red() -> None:
+    # One request of the window's 50 slowed (a CPU hiccup): their p99 is about that one and reads ×10; the p90
+    # stays. (The real page was captured under load — its queue and KV gauges page kv-capacity; only TTFT is
+    # judged here.)
+    diagnoses = _ttft_windows(slow=[1])
+    assert any("TTFT" not in d.summary for d in diagnoses)
+    for d in diagnoses:
+        assert _ttft_red(d) is not True, d.to_json()["symptoms"]

@@ -202,19 +202,29 @@ def session_document(session: int, words: int) -> str:
     return " ".join("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) for _ in range(words))
 
 
+def shared_document(words: int) -> str:
+    """The part of the system prompt every session shares (instructions, a policy), before its own document."""
+    rng = random.Random(999)
+    return " ".join("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) for _ in range(words))
+
+
 @dataclass
 class SessionRouter(Background):
     """Multi-turn chat sessions, taken in a fixed cyclic order by ``workers`` concurrent clients, routed to
     ``servers`` by session (``sticky``: session i → server i mod n) or at random (``random``).
 
-    Each turn sends the session's document as the system message, the session's last two exchanges, and a new
-    question (chat completions, a few output tokens). Sticky routing reuses a server's cached prefix for the
-    document; random routing sends half the turns to a server whose cache may not hold it.
+    Each turn sends the session's document as the system message, the session's last ``history`` exchanges, and a
+    new question (chat completions, a few output tokens). Sticky routing reuses a server's cached prefix for the
+    document; random routing sends half the turns to a server whose cache may not hold it. With ``shared_words``
+    the system message starts with a document all sessions share, which every server keeps cached whatever the
+    routing: it sets the floor of the hit rate under random routing.
     """
 
     servers: Sequence[VllmServer] = ()
     sessions: int = 8
     doc_words: int = 170
+    shared_words: int = 0
+    history: int = 2
     workers: int = 2
     max_tokens: int = 8
     pause_s: float = 0.05
@@ -230,7 +240,8 @@ class SessionRouter(Background):
     def __post_init__(self) -> None:
         Background.__init__(self)
         self._rng = random.Random(self.seed)
-        self._docs = [session_document(i, self.doc_words) for i in range(self.sessions)]
+        shared = shared_document(self.shared_words) + " " if self.shared_words else ""
+        self._docs = [shared + session_document(i, self.doc_words) for i in range(self.sessions)]
         self._turns = [0] * self.sessions
         self._next_session = 0
 
@@ -247,7 +258,7 @@ class SessionRouter(Background):
         turn = self._turns[session]
         self._turns[session] += 1
         msgs = [{"role": "system", "content": self._docs[session]}]
-        for k in range(max(0, turn - 2), turn):
+        for k in range(max(0, turn - self.history), turn):
             msgs.append({"role": "user", "content": f"question {k} about part {k % 7}"})
             msgs.append({"role": "assistant", "content": f"answer {k}: it is in part {k % 7}"})
         msgs.append({"role": "user", "content": f"question {turn} about part {turn % 7}"})

@@ -11,13 +11,14 @@ import asyncio
 import contextlib
 import json
 import math
+import statistics
 import subprocess
 import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,11 @@ class Client:
     max_tokens: int
     pause_s: float = 0.0
     repeat: bool = True
+    start_after_s: float = 0.0
+    """Delay before the first request (clients of a surge join one after another)."""
+    period_s: float = 0.0
+    """Paced: each request starts ``period_s`` after the previous one started (at once if that one took longer),
+    so the client's arrival rate is its own, not the server's speed; 0: the next request ``pause_s`` after an answer."""
 
 
 @dataclass
@@ -68,6 +74,8 @@ class Load:
     errors: list[str] = field(default_factory=list)
     completion_tokens: list[int] = field(default_factory=list)
     """Tokens generated, per request answered."""
+    latencies: list[float] = field(default_factory=list)
+    """Seconds from sending to the answer, per request answered."""
     _stopping: bool = False
     _loop: asyncio.AbstractEventLoop | None = None
     _task: asyncio.Task[Any] | None = None
@@ -94,12 +102,19 @@ class Load:
     async def _client(self, http: httpx.AsyncClient, c: Client) -> None:
         body = {"model": self.server.served_model_name, "prompt": c.prompt, "max_tokens": c.max_tokens,
                 "temperature": 0, "ignore_eos": True}
+        if c.start_after_s:
+            await asyncio.sleep(c.start_after_s)
+        clock = asyncio.get_running_loop()
+        next_start = clock.time()
         while not self._stopping and self.sent < self.max_requests:
             self.sent += 1
+            next_start += c.period_s
+            sent_at = clock.time()
             try:
                 r = await http.post("/v1/completions", json=body)
                 r.raise_for_status()
                 self.ok += 1
+                self.latencies.append(clock.time() - sent_at)
                 try:
                     self.completion_tokens.append(int(r.json()["usage"]["completion_tokens"]))
                 except (ValueError, KeyError, TypeError):
@@ -108,7 +123,7 @@ class Load:
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             if not c.repeat:
                 return
-            await asyncio.sleep(c.pause_s)
+            await asyncio.sleep(max(c.pause_s, next_start - clock.time()) if c.period_s else c.pause_s)
 
     def stop(self) -> None:
         """Cancel every request in flight (their connections close, so the server aborts them) and join."""
@@ -412,6 +427,179 @@ def test_kv_capacity_overload(vllm_server: VllmServer) -> None:
     signals = {e.signal for e in d.evidence}
     assert {"waiting", "kv_max"} <= signals
     vllm_server.wait_idle()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# KV-capacity before any queue: more clients of the same kind fill a small KV pool; vLLM preempts, nothing waits
+
+# A server of its own: 16 usable KV blocks of 32 tokens (512 tokens) for 8 batch slots. 8 clients = max-num-seqs,
+# so a request can only wait because KV blocks ran out. A request grows to 54 + 110 tokens = 6 blocks: the 2
+# baseline clients hold at most 12 of the 16, the 8 of the surge would need up to 48 and vLLM preempts the newest.
+SURGE_SERVER: dict[str, Any] = {"num_gpu_blocks": 17, "max_model_len": 512, "max_num_seqs": 8}
+SURGE_BASE_CLIENTS = 2
+SURGE_CLIENTS = 8
+SURGE_MAX_TOKENS = 110
+# Paced clients: each starts a request every SURGE_PACE × the latency measured for 2 clients just before, so the
+# surge is ×4 arrivals whatever the host's speed, and 4–5 requests are in flight in the surge on an idle host as
+# on a busy one (15–19 blocks wanted of 16: preemptions at the peaks). Closed-loop clients that resubmit at once
+# keep the pool full anywhere, but their arrivals follow the server's speed: ×1.9–2.7 on the busy host, dipping
+# to ×0.6–1.2 for a scrape whenever it slowed, and the diagnosis came 3 scrapes late. A fixed period of 2.5 s
+# passed on the busy host (requests of 1–2 s) but preempted once in 8 surge scrapes on an idle one (requests of
+# 0.4 s: 1.3 in flight); a pace of 2 × the latency preempted so often that the queue read 1–3 at most scrapes.
+SURGE_PACE = 2.5
+"""Each client starts a request every SURGE_PACE × the measured latency (at least every 0.5 s)."""
+# The six new clients join 1 s apart (a surge ramps). Joined within a second, their prompts reach the page at
+# once and their completions a request later: the completed prompts' mean read ×3–4 for a scrape (a "prompt
+# shift", which refutes kv-capacity) and the preemptions started at the first surge scrape, before it.
+SURGE_JOIN_S = 1.0
+SURGE_BASE_TICKS = 10
+SURGE_BASELINE_TRIES = 3
+SURGE_MAX_WAITING = 3
+"""A preempted request is back in the queue until a block frees: up to 3 of 8 for a scrape is that, not a queue."""
+
+
+def _surge_notes(live: Live) -> list[str]:
+    """Per tick: the features the kv-capacity signature reads, and why it is not the diagnosis where it is not."""
+    lead = len(live.ticks) - len(live.diagnoses)
+    out = [""] * lead
+    for x, d in zip(live.ticks[lead:], live.diagnoses, strict=True):
+        f = x.features
+        vals = " ".join(f"{n}={f.get(n):.2f}" if isinstance(f.get(n), float) else f"{n}={f.get(n)}"
+                        for n in ("arrival_rate_ratio", "preemptions_per_s", "kv_max", "waiting_per_pod",
+                                  "ttft_ratio", "ttft_p50_ratio", "ttft_p90_ratio", "window_requests", "itl_ratio",
+                                  "prompt_shift", "symptom"))
+        out.append(f"{vals} [{d.severity}] {_why_not(d, 'kv-capacity')}")
+    return out
+
+
+def loud_scrapes(ticks: Sequence[Any]) -> list[str]:
+    """Scrapes (``Tick`` or ``FleetTick``) with a red symptom or a page: what was red, with the latency ratios."""
+    out = []
+    for i, x in enumerate(ticks):
+        f = x.features
+        if f.get("symptom") is True or x.incident not in (None, "healthy"):
+            red = [n for n in ("symptom_ttft", "symptom_itl", "symptom_errors", "symptom_throughput",
+                               "symptom_availability") if f.get(n) is True]
+            out.append(f"scrape {i}: {x.incident} {red} ttft ×{f.get('ttft_ratio') or 0:.1f} "
+                       f"itl ×{f.get('itl_ratio') or 0:.1f} (itl p99 {1000 * (f.get('itl_p99') or 0):.0f} ms)")
+    return out
+
+
+def quiet(ticks: Sequence[Any]) -> bool:
+    """A baseline fit to judge a change against: nothing paged, and no symptom red at its last scrape (a red
+    scrape that did not page is a one-scrape blip; one at the end would run into the change)."""
+    return all(x.incident in (None, "healthy") for x in ticks) and ticks[-1].features.get("symptom") is not True
+
+
+def test_surge_preempts_before_it_queues(start_vllm_server: Callable[..., VllmServer]) -> None:
+    server = start_vllm_server(**SURGE_SERVER)
+    warm_up(server, [Client(LONG_PROMPT, SURGE_MAX_TOKENS)] * SURGE_CLIENTS)
+    # The pace, from this host's speed now: the latency of the request shape with the baseline's 2 clients.
+    probe = Load(server, [Client(LONG_PROMPT, SURGE_MAX_TOKENS)] * SURGE_BASE_CLIENTS, max_requests=6).start()
+    wait_for(lambda: probe.ok + len(probe.errors) >= 6, 180, "6 requests of the 2 calibration clients")
+    probe.stop()
+    assert not probe.errors, probe.errors[:3]
+    latency = statistics.median(probe.latencies)
+    period = max(0.5, round(SURGE_PACE * latency, 2))
+    shape = Client(LONG_PROMPT, SURGE_MAX_TOKENS, period_s=period)
+    server.wait_idle()
+    joining = [replace(shape, start_after_s=k * SURGE_JOIN_S) for k in range(SURGE_CLIENTS - SURGE_BASE_CLIENTS)]
+    i_surge = SURGE_BASE_TICKS
+    i_symptom = i_diag = None
+    d_diag: Diagnosis | None = None
+    t_surge = 0.0
+    discarded: list[str] = []
+    with running_load(server, [shape] * SURGE_BASE_CLIENTS, max_requests=1000) as base:
+        # The baseline is a light load already running, not the ramp from idle (whose first windows read a
+        # fraction of its rate and would make any later rate look like a surge).
+        wait_for(lambda: base.ok >= 4 or bool(base.errors), 120, "4 baseline requests to complete")
+        # A quiet baseline is a precondition: on the shared 2-core host another suite's burst can double the ITL
+        # p99 of the light load for tens of seconds (10 → 40 ms, 25 → 350 ms seen), which is red and pages
+        # `unknown` before any surge. A baseline that paged, or ends on a red symptom, is discarded (printed) and
+        # learned again on a new autopilot; a red scrape that did not page (a blip) is printed and kept.
+        for _ in range(SURGE_BASELINE_TRIES):
+            live = Live(server)
+            for _ in range(SURGE_BASE_TICKS):
+                live.tick()
+            loud = loud_scrapes(live.ticks)
+            if quiet(live.ticks):
+                if loud:
+                    print(f"\n[kv-capacity, no queue] baseline blips, not paged, kept: {'; '.join(loud)}")
+                break
+            discarded.append("; ".join(loud))
+            print(f"\n[kv-capacity, no queue] baseline not quiet, learned again: {discarded[-1]}")
+        else:
+            pytest.xfail(f"no quiet baseline in {SURGE_BASELINE_TRIES} tries of {SURGE_BASE_TICKS} scrapes "
+                         f"(light load, before any surge): {discarded}")
+        assert not base.errors, base.errors[:3]
+        t_surge = time.monotonic()
+        with running_load(server, joining, max_requests=1000) as surge:
+            # Bounded in scrapes: after the symptom the test looks 2 scrapes past the later of symptom and
+            # diagnosis, or gives up 4 scrapes after the symptom; without a symptom, after 16 scrapes.
+            for _ in range(16):
+                tick = live.tick()
+                prev = live.ticks[-2]
+                i = len(live.ticks) - 1
+                # The symptom, read from the raw page: a preemption since the last scrape (vLLM preempts a
+                # running request only when it cannot allocate a block for it), or a red TTFT.
+                if i_symptom is None and (tick.m[PREEMPT] > prev.m[PREEMPT] or tick.features.get("symptom_ttft")):
+                    i_symptom = i
+                if i_diag is None and tick.incident == "kv-capacity":
+                    i_diag, d_diag = i, live.diagnoses[-1]
+                if i_symptom is not None and i_diag is not None and i >= max(i_symptom, i_diag) + 2:
+                    break
+                if i_symptom is not None and i_diag is None and i - i_symptom > 4:
+                    break
+            errors = base.errors + surge.errors
+            requests = (base.ok, surge.ok)
+    ticks = live.ticks
+    after = ticks[i_surge:]
+    waiting = [x.m[WAITING] for x in after]
+    at = ticks[i_diag].features if i_diag is not None else after[-1].features
+    report("kv-capacity, no queue", server=SURGE_SERVER, base_clients=SURGE_BASE_CLIENTS, clients=SURGE_CLIENTS,
+           prompt_tokens=54, max_tokens=SURGE_MAX_TOKENS, latency_s=latency, period_s=period, join_s=SURGE_JOIN_S,
+           baselines_discarded=len(discarded), requests_ok=requests,
+           arrivals_baseline=at.get("arrival_rate_baseline"), arrivals=at.get("arrival_rate"),
+           arrival_ratio=at.get("arrival_rate_ratio"),
+           arrival_ratios=" ".join(f"{(x.features.get('arrival_rate_ratio') or 0.0):.2f}" for x in after),
+           waiting_at_scrapes=" ".join(f"{w:.0f}" for w in waiting), max_waiting=max(waiting),
+           preemptions=after[-1].m[PREEMPT] - ticks[i_surge - 1].m[PREEMPT],
+           preemptions_per_s=at.get("preemptions_per_s"), peak_kv=max(x.m.get(KV, 0.0) for x in after),
+           peak_running=max(x.m.get(RUNNING, 0.0) for x in after),
+           surge_to_symptom_scrapes=(i_symptom - i_surge + 1) if i_symptom is not None else None,
+           symptom_to_diagnosis_scrapes=(i_diag - i_symptom) if i_diag is not None and i_symptom is not None
+           else None,
+           surge_to_diagnosis_s=(ticks[i_diag].t - t_surge) if i_diag is not None else None,
+           severity=d_diag.severity if d_diag else None, ttft_ratio=at.get("ttft_ratio"),
+           itl_ratio=at.get("itl_ratio"), root_cause=d_diag.root_cause if d_diag else None)
+    why = "\n".join(f"{line}  {note}" for line, note in zip(trace(ticks).splitlines(), _surge_notes(live),
+                                                               strict=True))
+    print(why)
+    assert not errors, errors[:3]
+    wrong = {x.incident for x in ticks} - {None, "healthy", "kv-capacity"}
+    assert not wrong, (wrong, why)
+    # A light baseline: nothing preempted.
+    assert ticks[i_surge - 1].m[PREEMPT] == ticks[0].m[PREEMPT], why
+    if i_symptom is None:  # the set-up did not produce the incident in this run: no diagnosis to judge
+        pytest.xfail(f"no preemption and no red TTFT in {len(after)} surge scrapes (peak KV "
+                     f"{max(x.m.get(KV, 0.0) for x in after):.2f}, waiting {waiting}, arrivals "
+                     f"×{at.get('arrival_rate_ratio')})")
+    # Preempting before it queues: the queue stays about empty while blocks run out.
+    assert statistics.median(waiting) == 0 and max(waiting) <= SURGE_MAX_WAITING, why
+    assert i_diag is not None and d_diag is not None, why
+    # Persistence 2: the earliest diagnosis is one scrape after the symptom (or earlier, on KV >= 0.9 alone).
+    assert i_diag - i_symptom <= 2, why
+    # Diagnosed on capacity pressure that needs no queue, under more arrivals of the same prompts.
+    assert (at.get("preemptions_per_s") or 0.0) > 0 or (at.get("kv_max") or 0.0) >= 0.9, why
+    assert (at.get("arrival_rate_ratio") or 0.0) >= 1.4, why
+    # A warning while no user-facing symptom is red (the time to scale), a page once one is; the runbook also pages
+    # on a standing queue (2 waiting per pod), which a preempted request back in the queue can read for a scrape.
+    if at.get("symptom") is True or (at.get("waiting_per_pod") or 0.0) >= 2:
+        assert d_diag.severity == "page", (d_diag.severity, why)
+    else:
+        assert d_diag.severity == "warn", (d_diag.severity, why)
+    assert {"kv_max", "arrival_rate_ratio", "prompt_shift"} <= {e.signal for e in d_diag.evidence}
+    server.wait_idle()
 
 
 # --------------------------------------------------------------------------------------------------------------

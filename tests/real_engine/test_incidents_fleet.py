@@ -13,6 +13,7 @@ import itertools
 import os
 import random
 import signal
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.testkit import free_port
+from tests.testkit import free_port, wait_for
 
 from llm_oncall.evidence.classify import classify_file
 from llm_oncall.signals.events import Event
@@ -35,7 +36,7 @@ from .fleet import (
     fleet_trace,
     server_pair,
 )
-from .test_incidents import Client, Live, Load
+from .test_incidents import Client, Live, Load, _why_not, loud_scrapes, quiet
 from .vllm_env import KV, RUNNING, WAITING, VllmServer
 
 pytestmark = pytest.mark.real_engine
@@ -187,6 +188,150 @@ def test_prefix_cache_drop_after_router_change(server_pair: list[VllmServer]) ->
     signals = {e.signal for e in d.evidence}
     # the hit rate judged on enough requests (a sample size, not a tokens/s constant)
     assert {"hit_rate", "hit_rate_baseline", "window_requests", "waiting_per_pod"} <= signals
+
+
+# --------------------------------------------------------------------------------------------------------------
+# a partial prefix-cache drop: the router flips to random, the hit rate falls by a third (not a half)
+
+# Every session's system message starts with the same 200-word document (265 tokens, 8 blocks) before its own
+# 170-word one (231 tokens), then only the new question (history 0): 519–531 prompt tokens, all but the last
+# ≈ 35 in full cached blocks. Sticky: a server keeps the shared blocks and its four sessions' own (8 + 4 × 8 of its
+# 47 blocks), ≈ 0.93 of the prompt tokens hit. Random: both servers see all eight sessions, whose own documents
+# no longer fit and evict each other (LRU) before they come back; the shared document, which every request
+# touches, stays: ≈ 0.6 hit. With the two exchanges of history of the test above, four sessions' own parts did
+# not fit even when sticky (0.69).
+FLIP_SESSIONS = 8
+FLIP_SHARED_WORDS = 200
+FLIP_DOC_WORDS = 170
+# Four clients and 16 output tokens: an ITL p99 over ≈ 300 inter-token gaps per window (≈ 20 requests × 15), not
+# ≈ 120 (2 clients, 8 tokens), whose p99 is about the window's slowest gap and doubled whenever the busy host
+# delayed one step.
+FLIP_WORKERS = 4
+FLIP_MAX_TOKENS = 16
+FLIP_STICKY_TICKS = 10
+FLIP_RANDOM_TICKS = 6
+FLIP_BASELINE_TRIES = 3
+FLIP_FEATURES = ("hit_rate", "hit_rate_baseline", "hit_rate_drop", "miss_ratio", "window_requests",
+                 "prefix_queries_ratio", "arrival_rate_ratio", "symptom")
+
+
+def test_router_flip_drops_hit_rate_by_a_third(server_pair: list[VllmServer]) -> None:
+    for s in server_pair:
+        s.wait_idle()
+    targets = [Target(n, s.metrics_url) for n, s in zip("ab", server_pair, strict=True)]
+    load = SessionRouter(servers=server_pair, sessions=FLIP_SESSIONS, doc_words=FLIP_DOC_WORDS,
+                         shared_words=FLIP_SHARED_WORDS, history=0, workers=FLIP_WORKERS, max_tokens=FLIP_MAX_TOKENS,
+                         pause_s=0.25)
+    i_switch = FLIP_STICKY_TICKS
+    i_symptom = i_diag = None
+    t_switch = 0.0
+    discarded: list[str] = []
+    load.start()
+    try:
+        # Each session served twice on its server before the baseline: the first turns compute every document
+        # (the ITL of a step with a 500-token prefill is ×3–5 a decode step's), which is a cold start, not the
+        # baseline.
+        wait_for(lambda: load.ok >= 2 * FLIP_SESSIONS or bool(load.errors) or load.crash is not None, 180,
+                 f"{2 * FLIP_SESSIONS} sticky turns to complete")
+        # A quiet baseline is a precondition (see test_surge_preempts_before_it_queues): a sticky phase that paged
+        # or ends on a red symptom is discarded (printed) and learned again on a new autopilot.
+        for _ in range(FLIP_BASELINE_TRIES):
+            live = FleetLive(targets)
+            for _ in range(FLIP_STICKY_TICKS):
+                live.tick()
+            loud = loud_scrapes(live.ticks)
+            if quiet(live.ticks):
+                if loud:
+                    print(f"\n[prefix-cache-drop, a third] baseline blips, not paged, kept: {'; '.join(loud)}")
+                break
+            discarded.append("; ".join(loud))
+            print(f"\n[prefix-cache-drop, a third] sticky baseline not quiet, learned again: {discarded[-1]}")
+        else:
+            pytest.xfail(f"no quiet sticky baseline in {FLIP_BASELINE_TRIES} tries: {discarded}")
+        load.set_policy("random")
+        t_switch = time.time()
+        live.add_event(Event(t_switch, "config_change", "router policy sticky -> random",
+                             {"object": "router-config"}))
+        # Bounded in scrapes: at least FLIP_RANDOM_TICKS after the flip (the settled random hit rate is read at
+        # the last three, whose windows hold random routing only), at most 2 past the symptom without a diagnosis.
+        for k in range(FLIP_RANDOM_TICKS + 3):
+            tick = live.tick()
+            i = len(live.ticks) - 1
+            f = tick.features
+            miss, drop = f.get("miss_ratio"), f.get("hit_rate_drop")
+            if i_symptom is None and isinstance(miss, float) and isinstance(drop, float) and miss >= 1.4 \
+                    and drop >= 0.1:
+                i_symptom = i
+            if i_diag is None and tick.incident == "prefix-cache-drop":
+                i_diag = i
+            if i_symptom is not None and i_diag is None and i - i_symptom >= 2:
+                break
+            if i_diag is not None and k + 1 >= FLIP_RANDOM_TICKS:
+                break
+    finally:
+        load.stop()
+    ticks = live.ticks
+    sticky = [h for x in ticks[:i_switch] if isinstance(h := x.features.get("hit_rate"), float)]
+    settled = [h for x in ticks[i_switch + FLIP_RANDOM_TICKS - 3:i_switch + FLIP_RANDOM_TICKS]
+               if isinstance(h := x.features.get("hit_rate"), float)]
+    random_hit = statistics.median(settled) if settled else None
+    sticky_hit = statistics.median(sticky) if sticky else None
+    at = ticks[i_diag if i_diag is not None else -1]
+    d = at.diagnosis
+    base, hit = at.features.get("hit_rate_baseline"), at.features.get("hit_rate")
+    report("prefix-cache-drop, a third", sessions=FLIP_SESSIONS,
+           prompt_tokens=f"{min(load.prompt_tokens)}-{max(load.prompt_tokens)}", requests=load.ok,
+           baselines_discarded=len(discarded),
+           sticky_hit_rates=" ".join(f"{h:.2f}" for h in sticky), sticky_hit_rate=sticky_hit,
+           random_hit_rates=" ".join(f"{(x.features.get('hit_rate') or 0.0):.2f}" for x in ticks[i_switch:]),
+           random_hit_rate=random_hit,
+           settled_relative_drop=(1 - random_hit / sticky_hit) if random_hit is not None and sticky_hit else None,
+           settled_miss_ratio=(1 - random_hit) / (1 - sticky_hit) if random_hit is not None and sticky_hit else None,
+           at_diagnosis=f"hit {hit:.2f} vs baseline {base:.2f}" if isinstance(hit, float) and isinstance(base, float)
+           else None,
+           miss_ratio=at.features.get("miss_ratio"), hit_rate_drop=at.features.get("hit_rate_drop"),
+           window_requests=at.features.get("window_requests"),
+           looked_up_ratio=at.features.get("prefix_queries_ratio"),
+           switch_to_symptom_scrapes=(i_symptom - i_switch + 1) if i_symptom is not None else None,
+           switch_to_diagnosis_s=(ticks[i_diag].t - t_switch) if i_diag is not None else None,
+           symptom_to_diagnosis_scrapes=(i_diag - i_symptom) if i_diag is not None and i_symptom is not None
+           else None,
+           incident=d.incident if d else None, root_cause=d.root_cause if d else None)
+    notes = [_why_not(x.diagnosis, "prefix-cache-drop") for x in ticks]
+    why = "\n".join(f"{line}  {note}" for line, note in zip(fleet_trace(ticks, FLIP_FEATURES).splitlines(), notes,
+                                                               strict=True))
+    print(why)
+    assert not load.errors, load.errors[:3]
+    assert not load.crash, load.crash
+    assert {x.incident for x in ticks[:i_switch]} <= {None, "healthy"}, why
+    # The misses make the steps that prefill them slower, and the other streams' ITL p99 red, while the window still
+    # holds sticky turns (the hit rate 0.03 below its baseline at the first scrape after the flip): the symptom can
+    # be red a scrape before the runbook first holds, which pages `unknown` with the forming runbook named (seen
+    # once in 4 runs, with 2 clients of 8 tokens). Nothing else may page.
+    early = [x for x in ticks[i_switch:] if x.incident == "unknown"]
+    for x in early:
+        assert x.diagnosis is not None and "forming: prefix-cache-drop" in x.diagnosis.summary, (x.diagnosis, why)
+    assert len(early) <= 1 and (not early or i_diag is None or early[0].t < ticks[i_diag].t), why
+    wrong = {x.incident for x in ticks} - {None, "healthy", "prefix-cache-drop", "unknown"}
+    assert not wrong, (wrong, why)
+    # The set-up's preconditions, each with its figures: a high sticky hit rate, a miss rate that rose ×1.4, and a
+    # partial drop (more than half of the hit rate left: the old "hit rate at half its baseline" rule would not
+    # have fired).
+    if sticky_hit is None or sticky_hit < 0.8:
+        pytest.xfail(f"sticky routing did not keep the sessions cached: hit rates {sticky}")
+    if i_symptom is None:
+        pytest.xfail(f"the flip did not raise the miss rate ×1.4 in {len(ticks) - i_switch} scrapes: "
+                     f"{fleet_trace(ticks, FLIP_FEATURES)}")
+    if random_hit is not None and random_hit <= 0.5 * sticky_hit:
+        pytest.xfail(f"the hit rate fell by half or more ({random_hit:.2f} from {sticky_hit:.2f}), not the partial "
+                     "drop this case is about")
+    # Diagnosed within two scrapes of the symptom, naming the change.
+    assert i_diag is not None and d is not None, why
+    assert i_diag - i_symptom <= 2, why
+    assert d.root_cause is not None and "router policy sticky -> random" in d.root_cause, d.root_cause
+    assert {"hit_rate", "window_requests", "config_change_age_s"} <= {e.signal for e in d.evidence}, d.evidence
+    for s in server_pair:
+        s.wait_idle()
 
 
 # --------------------------------------------------------------------------------------------------------------

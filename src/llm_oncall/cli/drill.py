@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,6 +20,8 @@ def drill(
     act: Annotated[bool, typer.Option("--act", help="Also plan, guard (auto mode, drill policy), execute the "
                                                     "emergency fix on the simulator's Kubernetes API and verify "
                                                     "recovery.")] = False,
+    postmortem: Annotated[Path | None, typer.Option("--postmortem", help="With --act: write each drilled incident's "
+                                                    "record and postmortem under DIR/<incident>/.")] = None,
     first_suite_shapes: Annotated[bool, typer.Option(
         "--first-suite-shapes", help="With --suite: only the first suite's scenario shapes (to compare).")] = False,
     as_json: JsonOpt = False,
@@ -41,8 +44,12 @@ def drill(
     if unknown:
         raise fail(f"unknown incident(s): {', '.join(unknown)}; choose from {', '.join(known)}")
     jobs = [(i, seed) for i in chosen]
+    if postmortem is not None and not act:
+        raise fail("--postmortem needs --act (the postmortem is written from the record of the response)")
+    if postmortem is not None and postmortem.exists() and not postmortem.is_dir():
+        raise fail(f"--postmortem {postmortem}: exists and is not a directory")
     if act:
-        _drill_act(jobs, workers, seed, as_json)
+        _drill_act(jobs, workers, seed, as_json, postmortem)
         return
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
@@ -57,13 +64,16 @@ def drill(
         raise typer.Exit(1)
 
 
-def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_json: bool) -> None:
+def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_json: bool,
+               postmortem: Path | None = None) -> None:
     from llm_oncall.drills import act
 
+    todo: list[tuple[str, int] | tuple[str, int, Path]] = list(jobs) if postmortem is None else [
+        (i, s, postmortem / i) for i, s in jobs]
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("drilling (--act)", total=len(jobs))
-        results = act.run_many(jobs, workers, progress=lambda r: progress.advance(task))
+        results = act.run_many(todo, workers, progress=lambda r: progress.advance(task))
     if as_json:
         print_json({"results": [r.to_json() for r in results], "correct": sum(r.correct for r in results),
                     "total": len(results), "recovered": sum(r.recovered for r in results), "seed": seed})
@@ -75,5 +85,9 @@ def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_j
             for a in r.actions:
                 console.print(f"   {a['kind']} {a['target']}: {a['status']}"
                               + (f" ({a['verification']['verdict']})" if a.get("verification") else ""))
+            if r.postmortem is not None:
+                console.print(f"   postmortem: {r.postmortem['markdown']}", soft_wrap=True)
+            elif postmortem is not None:
+                console.print("   postmortem: none (no page, so no incident in the record)")
     if not all(r.correct and r.recovered for r in results):
         raise typer.Exit(1)

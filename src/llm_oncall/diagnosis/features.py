@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from llm_oncall.diagnosis.symptoms import COMPARABLE_LOAD, P99_MIN_REQUESTS, Slo, Value, mark
+from llm_oncall.diagnosis.symptoms import COMPARABLE_LOAD, P90_MIN_REQUESTS, P99_MIN_REQUESTS, Slo, Value, mark
 from llm_oncall.evidence.model import Finding
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
 from llm_oncall.signals.store import restarted_pod
@@ -65,6 +65,7 @@ SOURCES: dict[str, str] = {
     "miss_ratio": "(1 - prefix hit rate) now / its baseline",
     "window_requests": "requests finished in the window (the sample size of rates and quantiles)",
     "ttft_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))",
+    "ttft_p90_ratio": "TTFT p90 now / its baseline (with 30–100 requests in the window it must agree with the p99)",
     "itl_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:inter_token_latency_seconds_bucket[1m])))",
     "n_stalled": "pods with requests and a flat vllm:iteration_tokens_total_count for ≥ 2 scrapes",
     "n_restarted": "process_start_time_seconds changes / counter resets / kube restarts",
@@ -262,13 +263,14 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["ttft_ratio"] = _ratio(f.ttft_p99, v["ttft_p99_baseline"])
     # A p99 over a few dozen requests is their maximum, and the ratio of two maxima swings ×3 on a healthy pod
     # at 1 req/s (so does a median read off coarse buckets): with fewer than P99_MIN_REQUESTS in the window the
-    # symptom needs the median and the p99 to agree (a real slowdown moves both).
+    # symptom needs a quantile that rests on several requests to agree — the p90 from P90_MIN_REQUESTS on (a
+    # surge that preempts a fifth of its requests moves it, a hiccup that slows one does not), else the median.
     v["ttft_p50_ratio"] = _ratio(f.ttft_p50, _median(s.fleet.ttft_p50 for s in base))
-    n, p99r, p50r = v["window_requests"], v["ttft_ratio"], v["ttft_p50_ratio"]
-    if isinstance(n, float) and n >= P99_MIN_REQUESTS:
-        v["ttft_symptom_ratio"] = p99r
-    else:
-        v["ttft_symptom_ratio"] = min(p99r, p50r) if isinstance(p99r, float) and isinstance(p50r, float) else p99r
+    v["ttft_p90_ratio"] = _ratio(f.ttft_p90, _median(s.fleet.ttft_p90 for s in base))
+    n, p99r = v["window_requests"], v["ttft_ratio"]
+    agree = None if isinstance(n, float) and n >= P99_MIN_REQUESTS else (
+        v["ttft_p90_ratio"] if isinstance(n, float) and n >= P90_MIN_REQUESTS else v["ttft_p50_ratio"])
+    v["ttft_symptom_ratio"] = min(p99r, agree) if isinstance(p99r, float) and isinstance(agree, float) else p99r
     v["itl_p99"] = f.itl_p99
     v["itl_p99_baseline"] = _median(s.fleet.itl_p99 for s in base)
     v["itl_ratio"] = _ratio(f.itl_p99, v["itl_p99_baseline"])

@@ -30,6 +30,8 @@ ERROR_SYMPTOM_SHARE = 0.05
 """5 % of requests failing is red unless an SLO says otherwise."""
 P99_MIN_REQUESTS = 100.0
 """Requests a window needs before its TTFT p99 is more than the largest of a handful of samples."""
+P90_MIN_REQUESTS = 30.0
+"""Requests a window needs before its TTFT p90 rests on at least three of them."""
 THROUGHPUT_SYMPTOM_RATIO = 0.5
 """Successes at half their baseline while demand has not fallen."""
 
@@ -73,7 +75,8 @@ def mark(v: dict[str, Value], labels: dict[str, str], slo: Slo) -> None:
     said = []
     if v["symptom_ttft"]:
         n = v.get("window_requests")
-        which = "p99" if isinstance(n, float) and n >= P99_MIN_REQUESTS else "p50 and p99"
+        which = ("p99" if isinstance(n, float) and n >= P99_MIN_REQUESTS
+                 else "p90 and p99" if isinstance(n, float) and n >= P90_MIN_REQUESTS else "p50 and p99")
         said.append(f"TTFT {which} {_x(v.get('ttft_symptom_ratio'))}" + _slo_note(v.get("ttft_p99"), slo.ttft_p99_s))
     if v["symptom_itl"]:
         said.append(f"ITL p99 {_x(v.get('itl_symptom_ratio'))}" + _slo_note(v.get("itl_p99"), slo.itl_p99_s))

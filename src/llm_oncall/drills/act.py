@@ -21,6 +21,7 @@ from llm_oncall.actions.kube import Kube
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, Plan
 from llm_oncall.actions.run import Actuator
+from llm_oncall.drills.record import DrillRecorder
 from llm_oncall.drills.runner import INTERVAL_S, DrillLoop, DrillResult, run_one
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
@@ -40,6 +41,9 @@ class ActResult:
     acted_at: float | None = None
     plan: dict[str, Any] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
+    incident_id: str | None = None
+    """The incident in the record (`record=`), when the drill paged."""
+    postmortem: dict[str, Any] | None = None
 
     @property
     def correct(self) -> bool:
@@ -50,6 +54,10 @@ class ActResult:
         out.update({"actions": self.actions, "recovered": self.recovered,
                     "seconds_to_recovery": self.seconds_to_recovery, "manual_seconds_to_recovery": None,
                     "acted_at": self.acted_at, "plan_id": self.plan.get("id")})
+        if self.incident_id is not None:
+            out["incident_id"] = self.incident_id
+        if self.postmortem is not None:
+            out["postmortem"] = self.postmortem
         return out
 
 
@@ -63,9 +71,11 @@ def _summary(a: Action) -> dict[str, Any]:
 
 
 def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s: float = INTERVAL_S,
-            workdir: Path | None = None) -> ActResult:
+            workdir: Path | None = None, record: Path | None = None) -> ActResult:
+    """`record`: an SQLite file for the incident record (incident store, plan, telemetry; drills/record.py)."""
     cfg, fault = scenario(incident, seed)
     fleet = Fleet(cfg, seed=seed, fault=fault)
+    rec = DrillRecorder(record, fleet, incident, seed) if record is not None else None
     cluster = KubeCluster(fleet)
     server = KubeApiServer(cluster).start()
     tmp = tempfile.TemporaryDirectory(prefix="llm-oncall-drill-")
@@ -75,14 +85,18 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
         ledger = Ledger(":memory:", clock=lambda: fleet.now)
         actuator = Actuator(kube, ledger, policy, mode="auto", actor="drill-autopilot", clock=lambda: fleet.now,
                             sleep=lambda s: None)
-        return _loop(incident, seed, fleet, cluster, actuator, interval_s, policy)
+        result = _loop(incident, seed, fleet, cluster, actuator, interval_s, policy, rec)
+        result.incident_id = rec.incident_id if rec is not None else None
+        return result
     finally:
         server.stop()
         tmp.cleanup()
+        if rec is not None:
+            rec.close()
 
 
 def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator: Actuator, interval_s: float,
-          policy: Policy) -> ActResult:
+          policy: Policy, rec: DrillRecorder | None = None) -> ActResult:
     """Drill until the first named page after onset (the scorer's answer), act on it, then watch for recovery."""
     drill = DrillLoop(fleet, incident, interval_s)
     ns = fleet.cfg.namespace
@@ -101,7 +115,9 @@ def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator
             break  # no named page in the drill's window: nothing to act on
         with cluster.lock:
             batch = drill.source.collect()
-        drill.step(batch)
+        d_now = drill.step(batch)
+        if rec is not None:
+            rec.scrape(drill.pilot.features[-1], drill.pilot.snapshots[-1], d_now)
         obs = verify.observe(drill.pilot.features[-1], drill.pilot.snapshots[-1])
         observed.append(obs)
         actuator.observe_config(ns, fleet.now)
@@ -112,6 +128,8 @@ def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator
             plan = actuator.plan(d, list(drill.pilot.snapshots), ns, first_page_t=first_page)
             actuator.execute(plan, diagnosis_age_s=0.0)
             acted_at = fleet.now
+            if rec is not None:
+                rec.planned(plan)
             before = obs
             continue
         if plan is None or acted_at is None:
@@ -120,6 +138,9 @@ def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator
             streak += 1
             if streak >= RECOVERED_SCRAPES and recovered_at is None:
                 recovered_at = fleet.now - (RECOVERED_SCRAPES - 1) * interval_s
+                if rec is not None:
+                    rec.recovered(recovered_at, {"signals": {s.name: s.value(obs) for s in
+                                                             verify.signals(incident)}})
         else:
             streak = 0
         if not verified and fleet.now >= acted_at + policy.verify_window_s:
@@ -131,8 +152,12 @@ def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator
                     actuator.ledger.audit(actuator.actor, plan.id, a.id, "verify", a.verification.model_dump())
                     if a.verification.verdict == "harmful":
                         a.verification.detail += "; " + actuator.revert(plan, a)
+            if rec is not None:
+                rec.verified(plan)
         if recovered_at is not None and verified:
             break
+    if rec is not None:
+        rec.finished(recovered_at is not None)
     onset = fleet.ground_truth.onset
     result = drill.result(seed, until=drill.answer[0] if drill.answer is not None else None)
     return ActResult(drill=result, actions=[_summary(a) for a in (plan.actions if plan else [])],
@@ -143,11 +168,20 @@ def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator
                      audit=actuator.ledger.audit_trail())
 
 
-def _run_args(args: tuple[str, int]) -> ActResult:
-    return run_act(*args)
+def _run_args(args: tuple[str, int] | tuple[str, int, Path]) -> ActResult:
+    """A job with a third element writes the incident record and its postmortem under that directory."""
+    if len(args) == 2:
+        return run_act(args[0], args[1])
+    from llm_oncall.postmortem.write import write_postmortem
+
+    out = args[2]
+    r = run_act(args[0], args[1], record=out / "record.db")
+    if r.incident_id is not None:
+        r.postmortem = write_postmortem(out / "record.db", r.incident_id, out).to_json()
+    return r
 
 
-def run_many(jobs: Sequence[tuple[str, int]], workers: int | None = None,
+def run_many(jobs: Sequence[tuple[str, int] | tuple[str, int, Path]], workers: int | None = None,
              progress: Callable[[ActResult], None] | None = None) -> list[ActResult]:
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if workers <= 1:

@@ -38,6 +38,10 @@ def runbook_view(rb: Runbook, lang: str = "en") -> RenderableType:
     if rb.long_term:
         parts.append(Panel(Text("\n".join(f"- ({x.tag}) {x.text.get(lang)}" for x in rb.long_term)),
                            title="Long term", title_align="left"))
+    if rb.prometheus is not None:
+        pa = rb.prometheus
+        parts.append(Panel(Text(pa.expr.strip()), title_align="left",
+                           title=f"Prometheus alert ({pa.severity}, for {pa.hold}, by {', '.join(pa.scope)})"))
     if rb.look_alikes:
         parts.append(Text("Look-alikes: " + "; ".join(f"{la.incident} ({la.why.get(lang)})" for la in rb.look_alikes)))
     if rb.references:

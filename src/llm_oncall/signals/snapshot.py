@@ -56,6 +56,7 @@ class PodSnapshot:
     prefix_hit_rate: float | None = None
     prefix_queries_per_s: float | None = None
     ttft_p50: float | None = None
+    ttft_p90: float | None = None
     ttft_p99: float | None = None
     itl_p50: float | None = None
     itl_p99: float | None = None
@@ -99,6 +100,7 @@ class FleetSnapshot:
     generation_tokens_per_s: float | None = None
     prefix_hit_rate: float | None = None
     ttft_p50: float | None = None
+    ttft_p90: float | None = None
     ttft_p99: float | None = None
     itl_p50: float | None = None
     itl_p99: float | None = None
@@ -309,6 +311,7 @@ def pod_snapshot(series: TargetSeries, end: float, window_s: float, stale_after_
         prefix_hit_rate=hit_rate,
         prefix_queries_per_s=_rate(queries, span),
         ttft_p50=q("ttft", 0.5),
+        ttft_p90=q("ttft", 0.9),
         ttft_p99=q("ttft", 0.99),
         itl_p50=q("itl", 0.5),
         itl_p99=q("itl", 0.99),
@@ -392,6 +395,7 @@ def fleet_snapshot(pods: Iterable[PodSnapshot]) -> FleetSnapshot:
         generation_tokens_per_s=_sum(p.generation_tokens_per_s for p in up),
         prefix_hit_rate=hit_rate,
         ttft_p50=q("ttft", 0.5),
+        ttft_p90=q("ttft", 0.9),
         ttft_p99=q("ttft", 0.99),
         itl_p50=q("itl", 0.5),
         itl_p99=q("itl", 0.99),
