@@ -32,6 +32,7 @@ from llm_oncall.sim.serve import SimServer
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 NS, DEP, LEASE = "llm", "vllm-llama-8b", "llm-oncall"
+ONSET_S, SPEED = 900.0, 30.0
 DURATION_S, RENEW_S = 8, 2.0  # a renew deadline of 6 s: a loaded machine does not stall a process that long
 
 
@@ -46,7 +47,9 @@ def _t(micro: str) -> float:
 
 
 def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(tmp_path: Path) -> None:
-    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=120.0)
+    # the onset comes after both replicas run (30 s of wall time at 30×): the follower has a baseline from before
+    # the incident, as a replica of a long-running Deployment has
+    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=ONSET_S)
     fleet = Fleet(cfg_, seed=3, fault=fault)
     sd = tmp_path / "targets.json"
 
@@ -55,7 +58,7 @@ def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(t
         tmp.write_text(json.dumps(groups))
         os.replace(tmp, sd)
 
-    sim = SimServer(fleet, speed=30.0, base_port=0, on_targets=publish, kube_api=("127.0.0.1", 0)).start()
+    sim = SimServer(fleet, speed=SPEED, base_port=0, on_targets=publish, kube_api=("127.0.0.1", 0)).start()
     assert sim.kube is not None
     kube = sim.kube
     kc = kube.write_kubeconfig(tmp_path / "kubeconfig")
@@ -111,6 +114,7 @@ def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(t
         procs["b"] = _serve(replicas["b"]["cfg"], replicas["b"]["log"])
         wait_for(lambda: bool(health("b")), 30, "replica b to answer /healthz")
         assert health("b")["leader"] is False and health("b")["holder"] == "replica-a"
+        assert fleet.now < ONSET_S - 120, f"replica b started only {ONSET_S - fleet.now:.0f} s before the onset"
         assert holder() == "replica-a"
         # the follower diagnoses but stands by: alerts and approvals belong to the leader
         assert httpx.get(f"{replicas['b']['url']}/readyz").status_code == 503
@@ -163,7 +167,9 @@ def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(t
         try:
             wait_for(lambda: plan("b") is not None, 120, "an incident with a plan on the new leader")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; health {health('b')}; new leader log tail:\n{tail('b')}") from None
+            pods = [(p.name, p.state) for p in fleet.pods]
+            raise AssertionError(f"{exc}; health {health('b')}; pods {pods}; sim lag {sim.lag_s:.1f}s; new "
+                                 f"leader log tail:\n{tail('b')}") from None
         inc_b = plan("b")
         assert inc_b is not None
         again = [a for a in inc_b["plan"]["actions"] if a["kind"] == "scale_out"]
