@@ -197,3 +197,13 @@ def test_leader_election_needs_the_clusters_api(tmp_path: Path) -> None:
                    "leader_election: {enabled: true, duration_s: 6, renew_s: 2, identity: pod-a}\n")
     le = load(cfg).leader_election
     assert (le.enabled, le.duration_s, le.renew, le.identity, le.lease_name) == (True, 6, 2.0, "pod-a", "llm-oncall")
+
+
+def test_a_follower_looks_often_and_tries_again_exactly_when_the_lease_expires(api) -> None:
+    _, kc = api
+    clock, wall = Clock(), Clock(1.8e9)
+    a, b = elector(kc, "a", clock, wall), elector(kc, "b", clock, wall)
+    assert a.tick() and a.next_try_in() == 5
+    assert not b.tick() and b.next_try_in() == 1.25
+    clock.advance(14)
+    assert b.next_try_in() == pytest.approx(1.01)

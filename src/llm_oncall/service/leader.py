@@ -234,14 +234,18 @@ class LeaderElector:
         return self
 
     def next_try_in(self) -> float:
-        """The leader renews every renew_s; a follower also tries every renew_s, but never later than the moment
-        the lease it watches expires (so a takeover comes at most renew_s after the holder's last renew + its
-        duration, not a whole period later)."""
+        """The leader renews every renew_s. A follower looks four times as often (a GET each: it sees a renew at
+        most renew_s / 4 after it happened, and the lease's expiry counts from then) and never later than the
+        moment the lease it watches expires: a takeover comes at most renew_s / 4 after the holder's last renew +
+        the lease duration."""
         with self.lock:
-            if self.leading or not self.holder:
+            if self.leading:
                 return self.renew_s
+            poll = max(0.05, self.renew_s / 4)
+            if not self.holder:
+                return poll
             duration = float(((self.lease or {}).get("spec") or {}).get("leaseDurationSeconds") or self.duration_s)
-            return min(self.renew_s, max(0.05, self.observed_at + duration - self.clock() + 0.01))
+            return min(poll, max(0.05, self.observed_at + duration - self.clock() + 0.01))
 
     def _run(self) -> None:
         while not self.stopping.wait(self.next_try_in()):
