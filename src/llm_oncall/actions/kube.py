@@ -154,6 +154,18 @@ class Kube:
         kw = {"namespace": n} if n else {}
         return self._dict(self._call("create", kind, n, lambda: self.client.create(body, dry_run=dry_run, **kw)))
 
+    def replace(self, kind: str, obj: dict[str, Any], ns: str | None = None) -> dict[str, Any]:
+        """PUT the whole object; with metadata.resourceVersion the API refuses a stale write (409)."""
+        res, _ = self._res(kind)
+        n = self._ns(kind, ns)
+        check_name(str((obj.get("metadata") or {}).get("name", "")))
+        meta = dict(obj.get("metadata") or {})
+        if n:
+            meta["namespace"] = n  # lightkube takes the namespace from the object
+        obj = {**obj, "metadata": meta}
+        body = res.from_dict(obj) if hasattr(res, "from_dict") and not RESOURCES[kind][3] else res(obj)
+        return self._dict(self._call("update", kind, n, lambda: self.client.replace(body)))
+
     def delete(self, kind: str, name: str, ns: str | None = None, foreground: bool = False,
                dry_run: bool = False) -> None:
         res, _ = self._res(kind)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from llm_oncall.actions import execute, gateway, plan
 from llm_oncall.actions.guard import Mode, Policy, decide
@@ -17,10 +17,22 @@ from llm_oncall.signals.snapshot import Snapshot
 ROUTER_CONFIGMAP = plan.ROUTER_CONFIGMAP
 
 
+class Fence(Protocol):
+    """May this process execute `a` now? `begin` answers None (yes) or why not, right before the API call;
+    `end` hears the outcome."""
+
+    def begin(self, p: Plan, a: Action) -> str | None: ...
+
+    def end(self, p: Plan, a: Action) -> None: ...
+
+
 class Actuator:
     def __init__(self, kube: Kube, ledger: Ledger, policy: Policy, mode: Mode = "propose", actor: str = "llm-oncall",
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+                 fence: Fence | None = None) -> None:
         self.kube = kube
+        self.fence = fence
+        """Checked immediately before every execution (service/leader.py: only the Lease holder acts)."""
         self.ledger = ledger
         self.policy = policy
         self.mode: Mode = mode
@@ -111,6 +123,19 @@ class Actuator:
         if not a.guard.allowed:
             a.status = "blocked"
             return
+        if self.fence is not None:
+            why = self.fence.begin(p, a)
+            if why is not None:
+                a.status, a.result = "blocked", why
+                self.ledger.audit(self.actor, p.id, a.id, "fenced", why)
+                return
+        try:
+            self._claim_and_run(p, a)
+        finally:
+            if self.fence is not None:
+                self.fence.end(p, a)
+
+    def _claim_and_run(self, p: Plan, a: Action) -> None:
         key = a.idempotency_key
         if not self.ledger.claim(key, a.id, a.kind, a.target.ref()):
             a.status, a.result = "skipped", f"idempotency key {key} already taken: not repeated"

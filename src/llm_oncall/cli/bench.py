@@ -107,3 +107,38 @@ def bench_evidence(
         for m in result["misses"]:
             console.print(f"  {m['expected']} → {m['predicted']} ({m['kind']}, {m['confidence']:.2f}): {m['file']}",
                           markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("watch")
+def bench_watch(
+    pods: Annotated[int, typer.Option(help="Pods in the largest fleet (10 and 100 are measured beside it).",
+                                      min=1, max=20_000)] = 1000,
+    rounds: Annotated[int, typer.Option(help="Measured rounds per fleet size.", min=1, max=200)] = 10,
+    warmup: Annotated[int, typer.Option(help="Unmeasured rounds first (the history fills up).", min=1,
+                                        max=200)] = 10,
+    interval: Annotated[float, typer.Option(help="Scrape interval the round must fit in, seconds.", min=0.1)] = 15.0,
+    seed: Annotated[int, typer.Option(help="Seed of the simulated base fleet.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """One watch-loop round (parse, history, snapshot, features, diagnosis) at 10, 100 and N pods: CPU seconds per
+    round and the share of one core at the scrape interval, beside the ingest-only share."""
+    from llm_oncall.drills import bench_watch as bw
+
+    result = bw.run(pods=pods, rounds=rounds, warmup=warmup, interval_s=interval, seed=seed)
+    if as_json:
+        print_json(result)
+        return
+    console.print(f"one watch-loop round on simulated vLLM pages ({result['base_pods']} simulated pods re-labelled "
+                  f"to N; {warmup} warm-up + {rounds} measured rounds; CPU time, no HTTP)", soft_wrap=True)
+    share = f"core @{interval:g}s"
+    console.print(f"{'pods':>6}  {'round s':>8}  {'ingest s':>8}  {'ms/pod':>6}  {share:>10}  {'ingest only':>11}  "
+                  f"{'last/first':>10}  diagnosis", markup=False, highlight=False, soft_wrap=True)
+    for s in result["scales"]:
+        console.print(f"{s['pods']:>6}  {s['round_seconds']:>8.3f}  {s['ingest_only_seconds']:>8.3f}  "
+                      f"{s['ms_per_pod']:>6.2f}  {s['core_share'] * 100:>9.1f}%  "
+                      f"{s['ingest_only_core_share'] * 100:>10.1f}%  {s['growth_last_over_first']:>9.2f}×  "
+                      f"{s['diagnosis']}", markup=False, highlight=False, soft_wrap=True)
+    verdict = "within" if result["within_goal"] else "over"
+    console.print(f"{pods} pods: [bold]{result['core_share'] * 100:.1f}%[/bold] of one core at a {interval:g} s "
+                  f"interval ({verdict} the goal of {result['goal_core_share'] * 100:.0f}%); ingest alone "
+                  f"{result['ingest_only_core_share'] * 100:.1f}%", soft_wrap=True)

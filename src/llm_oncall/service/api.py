@@ -40,6 +40,8 @@ class Service(Protocol):
 
     def find_action(self, action_id: str) -> tuple[str, str] | None: ...
 
+    def is_leader(self) -> bool: ...
+
 _INCIDENT = re.compile(r"^/api/v1/incidents/([A-Za-z0-9._-]{1,80})$")
 _ACTION = re.compile(r"^/api/v1/actions/([A-Za-z0-9._-]{1,80})/(approve|reject)$")
 _APPROVER = re.compile(r"^[A-Za-z0-9@._ -]{1,64}$")
@@ -119,6 +121,13 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
                                      f"{' or '.join(roles)}")
             return token
 
+        def _leader_only(self) -> None:
+            """A follower's store is not the leader's: 503 makes Alertmanager re-send (to the leader, through the
+            Service that routes to ready pods only) — nothing is lost, nothing is stored twice."""
+            if not service.is_leader():
+                raise HttpError(503, "this replica is a follower; the leader takes alerts and approvals",
+                                {"Retry-After": "2"})
+
         def _body(self) -> bytes:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
                 raise HttpError(411, "send a Content-Length")
@@ -137,6 +146,11 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
         def _route(self, method: str, path: str) -> tuple[int, str, bytes]:
             if path == "/healthz" and method == "GET":
                 return self._json(200, service.health())
+            if path == "/readyz" and method == "GET":
+                # the Kubernetes Service sends alerts and approvals to the ready pod: the leader
+                if not service.is_leader():
+                    raise HttpError(503, "a follower: the leader takes alerts and approvals")
+                return self._json(200, {"ok": True, "leader": True})
             if path == "/metrics" and method == "GET":
                 service.refresh_counts()
                 return 200, "text/plain; version=0.0.4; charset=utf-8", service.metrics.render()
@@ -144,7 +158,9 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
                 if method != "POST":
                     raise HttpError(405, "POST only")
                 self._auth("webhook")
-                return self._json(200, self._alerts(self._body()))
+                body = self._body()
+                self._leader_only()
+                return self._json(200, self._alerts(body))
             if path == "/api/v1/incidents" and method == "GET":
                 self._auth("api", "approve")
                 return self._json(200, service.store.incidents())
@@ -159,8 +175,10 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
             m = _ACTION.match(path)
             if m and method == "POST":
                 token = self._auth("approve")
-                return self._json(202, self._decide(m.group(1), m.group(2), token, self._body()))
-            if path.startswith(("/api/", "/healthz", "/metrics")):
+                body = self._body()
+                self._leader_only()
+                return self._json(202, self._decide(m.group(1), m.group(2), token, body))
+            if path.startswith(("/api/", "/healthz", "/readyz", "/metrics")):
                 raise HttpError(405 if method == "POST" and not path.startswith("/api/v1/actions/") else 404,
                                 f"no route {method} {path}")
             raise HttpError(404, f"no route {method} {path}")

@@ -13,6 +13,7 @@ from llm_oncall.actions.run import Actuator
 from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.service import api, sources
 from llm_oncall.service.config import ServiceConfig
+from llm_oncall.service.leader import LeaderElector, LeaseFence, default_identity
 from llm_oncall.service.notify import Notifier
 from llm_oncall.service.telemetry import Log, Metrics
 from llm_oncall.service.watch import Watcher
@@ -30,13 +31,26 @@ class Service:
         # "a diagnosis older than two scrape intervals is re-checked before execution" (the loop's interval)
         policy.max_diagnosis_age_s = 2 * cfg.interval
         actuator = None
-        if self.feed.kubeconfig is not None:
+        self.elector: LeaderElector | None = None
+        if self.feed.kubeconfig is not None or cfg.in_cluster:
             kube = Kube(self.feed.kubeconfig, self.feed.namespace, timeout_s=cfg.kube_timeout)
-            actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve")
+            fence = None
+            le = cfg.leader_election
+            if le.enabled:
+                lease_kube = Kube(self.feed.kubeconfig, self.feed.namespace,
+                                  timeout_s=min(cfg.kube_timeout, le.renew))
+                self.elector = LeaderElector(lease_kube, le.lease_name, le.namespace or lease_kube.namespace,
+                                             le.identity or default_identity(), le.duration_s, le.renew, self.log)
+                fence = LeaseFence(self.elector, policy, self.ledger)
+                self.elector.on_change.append(self._leader_changed)
+            actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve", fence=fence)
         else:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,
                                self.log, cfg.resolve_after)
+        if self.elector is not None:
+            self.watcher.is_leader = self.elector.is_leader
+        self.metrics.leader.set(0 if self.elector is not None else 1)
         host, port = cfg.host_port
         self.httpd = api.make_server(self, host, port)
         self.http_thread: threading.Thread | None = None
@@ -51,7 +65,20 @@ class Service:
         host, port = self.httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    def _leader_changed(self, leading: bool) -> None:
+        self.metrics.leader.set(1 if leading else 0)
+        self.metrics.leader_transitions.labels("leader" if leading else "follower").inc()
+        if leading:
+            self.watcher.wake.set()  # act on the current diagnosis now, not an interval later
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
     def start(self) -> Service:
+        if self.elector is not None:
+            self.elector.start()
+            self.log.info("leader election", identity=self.elector.identity, leading=self.elector.leading,
+                          lease=f"{self.elector.namespace}/{self.elector.name}", holder=self.elector.holder)
         done = self.watcher.reconcile()
         if done:
             self.log.info("reconciled intents from before the restart", intents=done)
@@ -71,6 +98,8 @@ class Service:
         self.log.info("stopping")
         self.httpd.shutdown()
         self.watcher.stop()
+        if self.elector is not None:
+            self.elector.stop(release=True)  # nothing runs any more: the next replica may take over now
         self.notifier.stop()
         self.httpd.server_close()
         self.feed.close()
@@ -90,7 +119,10 @@ class Service:
         return {"ok": True, "rounds": self.watcher.rounds, "mode": self.cfg.mode, "source": self.cfg.source.kind,
                 "last_diagnosis": self.watcher.last.incident if self.watcher.last else None,
                 "last_diagnosis_age_s": round(time.time() - last, 3) if last else None,
-                "uptime_s": round(time.time() - self.started, 3)}
+                "uptime_s": round(time.time() - self.started, 3),
+                "leader": self.is_leader(),
+                **({"identity": self.elector.identity, "holder": self.elector.holder}
+                   if self.elector is not None else {})}
 
     def find_action(self, action_id: str) -> tuple[str, str] | None:
         """(incident id, plan id) of the open incident whose plan holds this action."""

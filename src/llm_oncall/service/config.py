@@ -112,6 +112,40 @@ class NotifyConfig(_Strict):
         return v
 
 
+class LeaderElectionConfig(_Strict):
+    """Several replicas, one Lease (service/leader.py): only its holder acts."""
+
+    enabled: bool = False
+    lease_name: str = "llm-oncall"
+    namespace: str | None = Field(default=None, description="default: the service's namespace (kubeconfig or pod)")
+    duration_s: int = Field(default=15, ge=1, le=3600, description="leaseDurationSeconds: a follower takes over after "
+                            "observing no renew for this long")
+    renew_s: float | None = Field(default=None, gt=0, description="renew (and retry) period; default duration_s / 3")
+    identity: str | None = Field(default=None, max_length=128, description="default: $POD_NAME or the hostname, plus a "
+                                 "per-process suffix")
+
+    @field_validator("lease_name", "namespace")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", v)):
+            raise ValueError("expected a DNS-1123 label (lower-case letters, digits and '-', ≤ 63)")
+        return v
+
+    @model_validator(mode="after")
+    def _periods(self) -> LeaderElectionConfig:
+        if self.renew_s is None:
+            self.renew_s = self.duration_s / 3
+        if not self.renew_s < self.duration_s / 2:
+            raise ValueError(f"renew_s ({self.renew_s:g}) must be < duration_s / 2 ({self.duration_s / 2:g}): the "
+                             "leader stops acting after duration_s - renew_s without a renew")
+        return self
+
+    @property
+    def renew(self) -> float:
+        assert self.renew_s is not None
+        return self.renew_s
+
+
 class ServiceConfig(_Strict):
     listen: str = "127.0.0.1:8080"
     db: Path = Path("incidents.db")
@@ -127,6 +161,8 @@ class ServiceConfig(_Strict):
     resolve_after: int = Field(3, ge=1, description="rounds with no page before an incident is resolved")
     kube_timeout: float = 5.0
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    in_cluster: bool = Field(False, description="talk to the cluster as the pod's service account (no kubeconfig)")
+    leader_election: LeaderElectionConfig = Field(default_factory=lambda: LeaderElectionConfig())
 
     @field_validator("interval", "kube_timeout", mode="before")
     @classmethod
@@ -172,6 +208,11 @@ def load(path: Path) -> ServiceConfig:
             setattr(cfg, key, base / p)
     if cfg.source.file_sd is not None and not cfg.source.file_sd.is_absolute():
         cfg.source.file_sd = base / cfg.source.file_sd
+    if cfg.leader_election.enabled and cfg.kubeconfig is None and not cfg.in_cluster \
+            and cfg.source.sim is None:
+        raise ConfigError(f"{path}: leader_election needs the cluster's API: set kubeconfig or in_cluster: true")
+    if cfg.in_cluster and cfg.kubeconfig is not None:
+        raise ConfigError(f"{path}: give kubeconfig or in_cluster, not both")
     if cfg.mode != "propose" and not (cfg.auth.approve or cfg.mode == "auto"):
         raise ConfigError(f"{path}: mode approve needs auth.approve tokens (nobody could approve)")
     return cfg

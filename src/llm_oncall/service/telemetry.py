@@ -28,6 +28,10 @@ class Metrics:
                                 registry=r)
         self.notifications = Counter("llm_oncall_notifications_total", "Notifications by outcome (sent|failed)",
                                      ["outcome"], registry=r)
+        self.leader = Gauge("llm_oncall_leader", "1 while this replica may act (it holds the Lease, or leader "
+                            "election is off)", registry=r)
+        self.leader_transitions = Counter("llm_oncall_leader_transitions_total", "Times this replica became or "
+                                          "stopped being the leader", ["to"], registry=r)
         self.requests = Counter("llm_oncall_http_requests_total", "API requests by path and code", ["route", "code"],
                                 registry=r)
 

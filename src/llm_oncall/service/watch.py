@@ -61,6 +61,9 @@ class Watcher:
         self.recovered_streak = 0
         self.notify: Callable[..., None] = lambda *a, **k: None
         """(incident id, event, text, detail): the notifier, when `notify` targets are configured."""
+        self.is_leader: Callable[[], bool] = lambda: True
+        """With leader election (service/leader.py) a follower diagnoses every round (its history stays warm for
+        a takeover) but opens no incident, plans, notifies or acts: that is the leader's."""
 
     # ---- life ---------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -87,7 +90,7 @@ class Watcher:
             t0 = time.monotonic()
             try:
                 d = self._diagnose()
-                if d is not None:
+                if d is not None and self.is_leader():
                     self._handle(d)
                 self._refresh_counts()
             except StoreError as exc:

@@ -22,6 +22,7 @@ from llm_oncall.sim.kubeapi import (
     events,
     fleetops,
     identity,
+    leases,
     nodes,
     routing,
     selectors,
@@ -214,6 +215,8 @@ class KubeCluster:
             raise ApiStatus(400, "the body of the request was not a JSON object")
         with self.lock:
             cur = self.get(rt, ns, name)
+            if rt.kind == "Lease":
+                leases.require_resource_version(rt, name, body)
             rv = (body.get("metadata") or {}).get("resourceVersion")
             if rv and rv != cur["metadata"]["resourceVersion"]:
                 raise conflict(rt, name, "the object has been modified; please apply your changes to the latest "
@@ -300,6 +303,8 @@ class KubeCluster:
 
     def _validate_owned(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         name = obj["metadata"]["name"]
+        if rt.kind == "Lease":
+            leases.validate(rt, obj)
         if rt.kind == "PodDisruptionBudget":
             spec = obj.get("spec") or {}
             if ("minAvailable" in spec) == ("maxUnavailable" in spec):

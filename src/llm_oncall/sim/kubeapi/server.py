@@ -3,6 +3,8 @@
 500, timeouts), before or after the change lands.
 
 Faults are set through `/_sim/faults` (not a Kubernetes path): POST a JSON rule, DELETE to clear, GET to list.
+Every API request answered is also kept in an audit log shaped like the kube-apiserver's (audit.k8s.io/v1 Event at
+level Metadata: verb, objectRef, responseStatus, userAgent), read at `/_sim/audit` or `KubeApiServer.audit`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from llm_oncall.sim.kubeapi import openapi, tables
 from llm_oncall.sim.kubeapi.cluster import KubeCluster, dumps
@@ -87,6 +89,9 @@ class KubeApiServer:
     def __init__(self, cluster: KubeCluster, host: str = HOST, port: int = 0) -> None:
         self.cluster = cluster
         self.faults = FaultLayer()
+        self.audit: list[dict[str, Any]] = []
+        """audit.k8s.io/v1-like events of every API request answered (verb, objectRef, code, userAgent)."""
+        self.audit_lock = threading.Lock()
         self.httpd = ThreadingHTTPServer((host, port), _handler(self))
         self.httpd.daemon_threads = True
         self.thread: threading.Thread | None = None
@@ -135,13 +140,19 @@ class KubeApiServer:
         query = {k: v[-1] for k, v in parse_qs(split.query).items()}
         if path.startswith("/_sim/faults"):
             return self._faults(method, body)
+        if path == "/_sim/audit":
+            with self.audit_lock:
+                return 200, {"Content-Type": "application/json"}, dumps(
+                    {"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "items": list(self.audit)})
         fault = self.faults.take(method, path)
         if fault is not None and fault.when == "before":
+            self._audit(method, path, query, headers, fault.code)
             return self._fault_answer(fault, method, path)
         try:
             code, obj = self._route(method, path, query, headers, body)
         except ApiStatus as exc:
             code, obj = exc.code, exc.to_json()
+        self._audit(method, path, query, headers, code if fault is None else fault.code)
         if fault is not None:
             return self._fault_answer(fault, method, path)
         self.faults.log.append((method, path, code))
@@ -156,6 +167,28 @@ class KubeApiServer:
                 content_type = f"application/json;as=Table;v={version};g=meta.k8s.io"
         data = obj if isinstance(obj, bytes) else dumps(obj)
         return code, {"Content-Type": content_type}, data
+
+    def _audit(self, method: str, path: str, query: dict[str, str], headers: dict[str, str], code: int) -> None:
+        rt, ns, name, sub = self._parse_resource(path)
+        if rt is None:
+            verb = method.lower()
+            ref: dict[str, str] | None = None
+        else:
+            verb = {"GET": "get" if name else ("watch" if query.get("watch") in ("1", "true") else "list"),
+                    "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method,
+                                                                                                 method.lower())
+            ref = {"resource": rt.plural, "apiGroup": rt.group, "apiVersion": rt.version,
+                   **({"namespace": ns} if ns and rt.namespaced else {}), **({"name": name} if name else {}),
+                   **({"subresource": sub} if sub else {})}
+        event: dict[str, Any] = {"level": "Metadata", "stage": "ResponseComplete", "verb": verb,
+                                 "requestURI": path + (f"?{urlencode(query)}" if query else ""),
+                                 "userAgent": headers.get("user-agent", ""), "responseStatus": {"code": code},
+                                 "dryRun": query.get("dryRun") == "All"}
+        if ref is not None:
+            event["objectRef"] = ref
+        with self.audit_lock:
+            self.audit.append(event)
+            del self.audit[:-100_000]
 
     def _fault_answer(self, fault: FaultRule, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
         if fault.delay_s:
