@@ -296,3 +296,20 @@ def test_alert_incident_resolves_when_alerts_resolve_and_nothing_pages(start_ser
     body["alerts"][1]["startsAt"] = "2026-11-30T06:00:00Z"
     r = post_alerts(svc, body)
     assert r.status_code == 200 and r.json()["incident"] != iid and r.json()["new"] == 1  # the re-fired one
+
+
+def test_a_served_incident_has_the_telemetry_of_its_postmortem(start_service: Any, tmp_path: Path) -> None:
+    """Every round's features go to the store's file: a postmortem of a served incident has its impact and charts."""
+    from llm_oncall.postmortem.write import write_postmortem
+
+    svc = start_service(source={"sim": {"pods": 8, "seed": 7, "fault": "kv-capacity"}})
+    wait_for(lambda: any(e["kind"] == "action" for i in svc.store.incidents() for e in svc.store.timeline(i["id"])),
+             120, "an executed action")
+    iid = svc.store.incidents()[0]["id"]
+    rounds = svc.watcher.rounds
+    wait_for(lambda: svc.watcher.rounds >= rounds + 5, 60, "5 more rounds")
+    out = write_postmortem(svc.cfg.db, iid, tmp_path / "pm")
+    md = (tmp_path / "pm" / "postmortem.md").read_text(encoding="utf-8")
+    assert (tmp_path / "pm" / "golden-signals.png").is_file(), md
+    assert "impact unknown" not in md.lower(), md.split("## Impact")[1][:600]
+    assert out is not None

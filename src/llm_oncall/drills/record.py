@@ -17,7 +17,7 @@ from llm_oncall.actions.model import Plan
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.diagnosis.features import Features
 from llm_oncall.incidents import IncidentStore
-from llm_oncall.postmortem.telemetry import POD_SIGNALS, ClusterEvent, TelemetryLog
+from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.signals.snapshot import Snapshot
 from llm_oncall.sim import Fleet
 
@@ -49,13 +49,7 @@ class DrillRecorder:
 
     def scrape(self, f: Features, snap: Snapshot | None, d: Diagnosis) -> None:
         """After every diagnosis: the telemetry, then the incident (opened on a page, its diagnosis kept)."""
-        pods = {p.name: {"up": p.up, **{k: getattr(p, k) for k in POD_SIGNALS}} for p in snap.pods} if snap else {}
-        for lab, val in snap.extra_rates("llm_oncall_probe_mismatches_total") if snap else ():
-            if lab.get("pod") in pods:
-                row = pods[lab["pod"]]
-                row["probe_mismatches_per_s"] = float(row.get("probe_mismatches_per_s") or 0.0) + val
-        events = [ClusterEvent(self.epoch + e.t, e.kind, e.detail) for e in snap.events] if snap else []
-        self.log.record(self.epoch + f.t, f.values, pods, (d.incident, d.severity), events)
+        self.log.record_scrape(self.epoch + f.t, f.values, snap, (d.incident, d.severity), epoch=self.epoch)
         if not d.pages and self.incident_id is None:
             return
         if self.incident_id is None:

@@ -1,8 +1,8 @@
 """The telemetry of an incident window, kept for its postmortem: per-scrape feature snapshots in the store's file.
 
 The incident store keeps the lifecycle and the timeline, the actions ledger the plans and the audit; neither keeps
-the numbers the charts and the impact estimate need.  Whoever runs the autopilot (`drill --act`, and the on-call
-loop when hooked) calls `TelemetryLog.record` after every scrape: every numeric diagnosis feature of the fleet
+the numbers the charts and the impact estimate need.  Whoever runs the autopilot (`drill --act`, the on-call
+loop of `serve`) calls `TelemetryLog.record_scrape` after every scrape: every numeric diagnosis feature of the fleet
 (booleans as 0/1, unknown values not written), a few values per pod, the diagnosis of that scrape (scope
 `diagnosis`, signal = incident id, value = 2 page / 1 warn / 0 none) and the cluster events the snapshot saw.
 Times are Unix seconds (UTC), the clock of the incident store.  `prune` bounds a long-running file.
@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from llm_oncall.signals.snapshot import Snapshot
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS telemetry (t REAL NOT NULL, scope TEXT NOT NULL, signal TEXT NOT NULL, value REAL NOT NULL,
@@ -81,6 +83,19 @@ class TelemetryLog:
                                 [(e.t, e.kind, e.detail) for e in events or ()])
             self.db.execute("COMMIT")
         return len(rows)
+
+    def record_scrape(self, t: float, features: Mapping[str, Any], snap: Snapshot | None,
+                      diagnosis: tuple[str, str], epoch: float = 0.0) -> int:
+        """One round of the on-call loop (or a drill): its features, each pod's values from the snapshot (and its
+        golden-probe mismatches), the diagnosis and the events. ``epoch`` shifts the snapshot's clock (a drill's
+        simulated seconds) onto the store's Unix time."""
+        pods = {p.name: {"up": p.up, **{k: getattr(p, k) for k in POD_SIGNALS}} for p in snap.pods} if snap else {}
+        for lab, val in snap.extra_rates("llm_oncall_probe_mismatches_total") if snap else ():
+            if lab.get("pod") in pods:
+                row = pods[lab["pod"]]
+                row["probe_mismatches_per_s"] = float(row.get("probe_mismatches_per_s") or 0.0) + val
+        events = [ClusterEvent(epoch + e.t, e.kind, e.detail) for e in snap.events] if snap else []
+        return self.record(t, features, pods, diagnosis, events)
 
     def note(self, key: str, value: Any) -> None:
         with self.lock:

@@ -11,6 +11,7 @@ from llm_oncall.actions.kube import Kube
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.run import Actuator
 from llm_oncall.incidents import IncidentStore, StoreError
+from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.service import api, sources
 from llm_oncall.service.config import ServiceConfig
 from llm_oncall.service.leader import LeaderElector, LeaseFence, default_identity
@@ -48,6 +49,8 @@ class Service:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,
                                self.log, cfg.resolve_after)
+        self.telemetry = TelemetryLog(cfg.db)
+        self.watcher.telemetry = self.telemetry
         if self.elector is not None:
             self.watcher.is_leader = self.elector.is_leader
         self.metrics.leader.set(0 if self.elector is not None else 1)
@@ -105,6 +108,7 @@ class Service:
         self.feed.close()
         self.store.close()
         self.ledger.close()
+        self.telemetry.close()
         self.log.info("stopped")
 
     def refresh_counts(self) -> None:

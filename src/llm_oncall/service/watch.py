@@ -25,11 +25,14 @@ from llm_oncall.actions.run import Actuator
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.incidents import IncidentStore, StoreError
+from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.service.sources import Feed
 from llm_oncall.service.telemetry import Log, Metrics
 
 PENDING = ("planned", "dry_run")
 RECOVERED_ROUNDS = 2
+TELEMETRY_KEPT_S = 14 * 86400.0
+"""Per-round telemetry kept for postmortems: two weeks, time to write one for any incident of the rotation."""
 """Consecutive rounds with the incident's recovery signal back (actions/verify.py) before it counts as mitigated."""
 
 
@@ -57,6 +60,9 @@ class Watcher:
         self.plan_incident: str | None = None
         self.thread: threading.Thread | None = None
         self.observed: deque[dict[str, Any]] = deque(maxlen=400)
+        self.telemetry: TelemetryLog | None = None
+        """Where each round's features go for postmortems (the store's file), when set."""
+        self.pruned_at = 0.0
         self.baselines: dict[str, float | None] | None = None
         self.recovered_streak = 0
         self.notify: Callable[..., None] = lambda *a, **k: None
@@ -125,7 +131,20 @@ class Watcher:
             self.last, self.last_wall = d, time.time()
             if self.pilot.features:
                 self.observed.append(verify.observe(self.pilot.features[-1], self.pilot.snapshots[-1]))
+                self._record(d)
         return d
+
+    def _record(self, d: Diagnosis) -> None:
+        """The round's telemetry for the postmortem's impact and charts, on the store's (wall) clock; kept for
+        TELEMETRY_KEPT_S."""
+        if self.telemetry is None:
+            return
+        now, snap = time.time(), self.pilot.snapshots[-1]
+        self.telemetry.record_scrape(now, self.pilot.features[-1].values, snap, (d.incident, d.severity),
+                                     epoch=now - snap.t)
+        if now - self.pruned_at >= 3600.0:
+            self.telemetry.prune(now - TELEMETRY_KEPT_S)
+            self.pruned_at = now
 
     def recheck(self) -> Diagnosis | None:
         """A fresh diagnosis for the actuator when the one it was given is too old."""
