@@ -68,3 +68,16 @@ def test_the_response_names_who_approved_each_action(tmp_path: Path) -> None:
     assert "approved by alice@oncall" in row and "ok (replicas=10)" in row and "helped: recovered" in row
     timeline = md.split("## Timeline (UTC)")[1]
     assert "approval of a-1: approved" in timeline
+
+
+def test_prune_keeps_the_windows_of_incidents(tmp_path: Path) -> None:
+    from llm_oncall.postmortem.telemetry import TelemetryLog
+
+    log = TelemetryLog(tmp_path / "t.db")
+    for t in range(0, 10000, 100):
+        log.record(float(t), {"ttft_p99": 0.1})
+    log.prune(9000.0, keep=[(2000.0, 3000.0), (5000.0, 5500.0)])
+    kept = sorted(t for (t,) in log.db.execute("SELECT t FROM telemetry"))
+    assert kept == [float(t) for t in range(2000, 3001, 100)] + [float(t) for t in range(5000, 5501, 100)] + \
+        [float(t) for t in range(9000, 10000, 100)]
+    log.close()

@@ -258,7 +258,8 @@ class IncidentStore:
         rows = self._rows(sql + (" WHERE i.status = ?" if status else "") + " ORDER BY i.opened_at DESC",
                           (status,) if status else ())
         return [{"id": r[0], "incident": r[1], "status": r[2], "opened_at": iso(r[3]), "updated_at": iso(r[4]),
-                 "resolved_at": iso(r[5]), "title": r[6], "plan_id": r[7], "alerts": int(r[8])} for r in rows]
+                 "resolved_at": iso(r[5]), "title": r[6], "plan_id": r[7], "alerts": int(r[8]),
+                 "opened_at_s": r[3], "resolved_at_s": r[5]} for r in rows]
 
     def get(self, incident_id: str, timeline: bool = True) -> dict[str, Any] | None:
         rows = self._rows("SELECT id, incident, status, opened_at, updated_at, resolved_at, title, plan_id, diagnosis "
@@ -270,7 +271,7 @@ class IncidentStore:
                             "WHERE incident_id = ? ORDER BY received_at", (incident_id,))
         out: dict[str, Any] = {
             "id": r[0], "incident": r[1], "status": r[2], "opened_at": iso(r[3]), "updated_at": iso(r[4]),
-            "resolved_at": iso(r[5]), "title": r[6], "plan_id": r[7], "opened_at_s": r[3],
+            "resolved_at": iso(r[5]), "title": r[6], "plan_id": r[7], "opened_at_s": r[3], "resolved_at_s": r[5],
             "diagnosis": json.loads(r[8]) if r[8] else None, "alerts": len(alerts),
             "alert_list": [{"fingerprint": f, "startsAt": s, "group_key": g, "status": st, "alertname": n,
                             "labels": json.loads(lb), "endsAt": e} for f, s, g, st, n, lb, e in alerts]}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,10 +101,18 @@ class TelemetryLog:
         with self.lock:
             self.db.execute("INSERT OR REPLACE INTO telemetry_notes VALUES (?, ?)", (key, json.dumps(value)))
 
-    def prune(self, before: float) -> None:
+    def prune(self, before: float, keep: Sequence[tuple[float, float]] = ()) -> None:
+        """Drop rows older than ``before``, except those inside the ``keep`` windows (incidents' own)."""
         with self.lock:
-            self.db.execute("DELETE FROM telemetry WHERE t < ?", (before,))
-            self.db.execute("DELETE FROM telemetry_events WHERE t < ?", (before,))
+            self.db.execute("BEGIN")
+            self.db.execute("CREATE TEMP TABLE IF NOT EXISTS keep_windows (a REAL NOT NULL, b REAL NOT NULL)")
+            self.db.execute("DELETE FROM temp.keep_windows")
+            self.db.executemany("INSERT INTO temp.keep_windows VALUES (?, ?)", list(keep))
+            self.db.execute("DELETE FROM telemetry WHERE t < ? AND NOT EXISTS "
+                            "(SELECT 1 FROM temp.keep_windows w WHERE t BETWEEN w.a AND w.b)", (before,))
+            self.db.execute("DELETE FROM telemetry_events WHERE t < ? AND NOT EXISTS "
+                            "(SELECT 1 FROM temp.keep_windows w WHERE t BETWEEN w.a AND w.b)", (before,))
+            self.db.execute("COMMIT")
 
 
 def _has(db: sqlite3.Connection, table: str) -> bool:

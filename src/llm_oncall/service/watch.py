@@ -31,8 +31,12 @@ from llm_oncall.service.telemetry import Log, Metrics
 
 PENDING = ("planned", "dry_run")
 RECOVERED_ROUNDS = 2
-TELEMETRY_KEPT_S = 14 * 86400.0
-"""Per-round telemetry kept for postmortems: two weeks, time to write one for any incident of the rotation."""
+TELEMETRY_KEPT_S = 3600.0
+"""Every round's telemetry is kept an hour (≈ 15 kB a round for 8 pods: 3.5 MB an hour at 15 s) ..."""
+INCIDENT_LEAD_S = 1800.0
+"""... and for good around each incident, from half an hour before it opened (the baseline, the onset) to half an
+hour after it resolved, for incidents of the last INCIDENTS_KEPT_S: what its postmortem charts."""
+INCIDENTS_KEPT_S = 30 * 86400.0
 """Consecutive rounds with the incident's recovery signal back (actions/verify.py) before it counts as mitigated."""
 
 
@@ -142,8 +146,10 @@ class Watcher:
         now, snap = time.time(), self.pilot.snapshots[-1]
         self.telemetry.record_scrape(now, self.pilot.features[-1].values, snap, (d.incident, d.severity),
                                      epoch=now - snap.t)
-        if now - self.pruned_at >= 3600.0:
-            self.telemetry.prune(now - TELEMETRY_KEPT_S)
+        if now - self.pruned_at >= 600.0:
+            self.telemetry.prune(now - TELEMETRY_KEPT_S, keep=[
+                (i["opened_at_s"] - INCIDENT_LEAD_S, (i["resolved_at_s"] or now) + INCIDENT_LEAD_S)
+                for i in self.store.incidents() if i["opened_at_s"] >= now - INCIDENTS_KEPT_S])
             self.pruned_at = now
 
     def recheck(self) -> Diagnosis | None:
