@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MultipleLocator
 
 from llm_oncall.postmortem.build import Chart
 from llm_oncall.postmortem.i18n import tr
@@ -73,6 +73,15 @@ def panels(rec: Record) -> list[tuple[str, list[tuple[float, float]]]]:
 
 def _clock(t: float, _pos: Any = None) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%H:%M")
+
+
+def _time_axis(ax: Axes, span: float) -> None:
+    """Ticks on whole minutes (a label says HH:MM, so a tick between minutes would read as the minute before),
+    at most about eight of them."""
+    width = max(span, 60.0)
+    step = next((s for s in (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600) if width / s <= 8), 43200)
+    ax.xaxis.set_major_locator(MultipleLocator(step))
+    ax.xaxis.set_major_formatter(FuncFormatter(_clock))
 
 
 def _line(pts: list[tuple[float, float]], interval: float | None) -> tuple[list[float], list[float]]:
@@ -149,7 +158,7 @@ def golden(rec: Record, m: Moments, path: Path) -> Chart | None:
         ax.tick_params(labelsize=7)
         ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
     _marks(flat, m, _span(rec))
-    flat[-1].xaxis.set_major_formatter(FuncFormatter(_clock))
+    _time_axis(flat[-1], _span(rec))
     flat[-1].set_xlabel(tr("en", "axis_time"), fontsize=8)
     fig.suptitle(f"{rec.kind}: {tr('en', 'chart_golden')}", fontsize=10, x=0.02, ha="left")
     _legend(fig, m)
@@ -185,7 +194,7 @@ def pods(rec: Record, m: Moments, path: Path) -> Chart | None:
         ax.set_title(pod[-18:] + (" (scope)" if pod in in_scope else ""), fontsize=7,
                      color="#b00000" if pod in in_scope else "black")
         ax.tick_params(labelsize=6)
-        ax.xaxis.set_major_formatter(FuncFormatter(_clock))
+        _time_axis(ax, _span(rec))
     for ax in flat[len(chosen):]:
         ax.set_visible(False)
     _marks(flat[:len(chosen)], m, _span(rec))
