@@ -63,7 +63,7 @@ SOURCES: dict[str, str] = {
     "prompt_shift": "max(prompt p99 ratio, prompt mean ratio) vs baseline",
     "admitted_prompt_shift": "prefix-cache tokens looked up per arriving request, ratio vs baseline",
     "miss_ratio": "(1 - prefix hit rate) now / its baseline",
-    "cold_pods": "pods restarted or added in the last 4 scrapes (their prefix caches start empty)",
+    "cold_pods": "pods restarted in the last 4 scrapes (their prefix caches start empty)",
     "window_requests": "requests finished in the window (the sample size of rates and quantiles)",
     "ttft_p99": "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[1m])))",
     "ttft_p90_ratio": "TTFT p90 now / its baseline (with 30–100 requests in the window it must agree with the p99)",
@@ -143,18 +143,6 @@ def _recently_restarted(snap: Snapshot, interval_s: float) -> set[str]:
                if e.kind == "restart" and snap.t - e.t <= 4 * interval_s + 1e-6)
     out.discard("")
     return out
-
-
-def _cold_pods(history: Sequence[Snapshot], interval_s: float) -> set[str]:
-    """Pods restarted in the last four scrapes, or added since then (a new replica): their engines start with an
-    empty prefix cache. A pod whose target only failed a scrape keeps its cache and is not counted."""
-    snap = history[-1]
-    cold = _recently_restarted(snap, interval_s)
-    before = [s for s in history[:-1] if snap.t - s.t >= 4 * interval_s - 1e-6]
-    if before:
-        known = {p.name for p in before[-1].pods}
-        cold.update(p.name for p in snap.pods if p.name not in known)
-    return cold
 
 
 def _stalled(p: PodSnapshot, interval: float) -> bool:
@@ -254,9 +242,10 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["hit_rate_drop"] = base_hit - f.prefix_hit_rate if base_hit is not None and f.prefix_hit_rate is not None \
         else None
     miss = 1.0 - f.prefix_hit_rate if f.prefix_hit_rate is not None else None
-    # Misses a restart or a scale-out explains: the new engines' caches are empty, and the sessions they served
-    # moved to other pods' caches while they were away.
-    cold = _cold_pods(history, interval_s)
+    # Misses a restart explains: the restarted engines' caches are empty, and the sessions they served moved to
+    # other pods' caches while they were away. (A rollout's or a scale-out's new pods are not counted: a traffic
+    # shift during a routine deploy is still a prefix-cache drop, and new replicas take few sessions each.)
+    cold = _recently_restarted(snap, interval_s)
     v["cold_pods"] = float(len(cold))
     pod_sets["cold"] = tuple(sorted(cold))
     base_miss = 1.0 - base_hit if base_hit is not None else None
