@@ -290,6 +290,10 @@ def _histogram_increase(prev: Page, cur: Page, sig: Signal, match: Mapping[str, 
     return Histogram(tuple(sorted(acc.items())), count, total)
 
 
+MEMO_SCRAPES = 4
+"""The newest scrapes of a target whose pages keep their memo (a live window spans two or three scrapes)."""
+
+
 @dataclass
 class TargetSeries:
     """The recent scrapes of one target, newest last."""
@@ -307,6 +311,11 @@ class TargetSeries:
         self.scrapes.append(scrape)
         while len(self.scrapes) > self.capacity:
             self.scrapes.popleft()
+        if len(self.scrapes) > MEMO_SCRAPES:
+            # Past the live windows: what readers derived from that page is memory only (recomputed if asked).
+            old = self.scrapes[-MEMO_SCRAPES - 1].page
+            if old is not None:
+                old.memo.clear()
         return True
 
     def ok_in_window(self, start: float, end: float) -> list[Scrape]:
