@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from llm_oncall.cli.common import JsonOpt, console, fail, print_json
+
+if TYPE_CHECKING:
+    from llm_oncall.diagnosis.autopilot import Autopilot
+    from llm_oncall.diagnosis.engine import Diagnosis
 
 app = typer.Typer(help="Benchmarks that print the comparison measured in the same run.", no_args_is_help=True)
 
@@ -109,6 +114,35 @@ def bench_evidence(
                           markup=False, highlight=False, soft_wrap=True)
 
 
+class _ServeRound:
+    """`serve`'s own watch loop (service/watch.py) on the bench's source, with a real SQLite incident store; a
+    round that fails (the loop logs and carries on) fails the bench."""
+
+    def __init__(self, source: Any, interval_s: float, db: Path) -> None:
+        from llm_oncall.actions.ledger import Ledger
+        from llm_oncall.incidents import IncidentStore
+        from llm_oncall.service.sources import Feed
+        from llm_oncall.service.telemetry import Log, Metrics
+        from llm_oncall.service.watch import Watcher
+
+        self.errors = io.StringIO()
+        self.watcher = Watcher(Feed(source, interval_s), IncidentStore(db), Ledger(db), None, "propose", interval_s,
+                               Metrics(), Log("error", self.errors))
+
+    @property
+    def pilot(self) -> Autopilot:
+        return self.watcher.pilot
+
+    @property
+    def last(self) -> Diagnosis | None:
+        return self.watcher.last
+
+    def round(self) -> None:
+        self.watcher.round()
+        if self.errors.tell():
+            raise RuntimeError(f"the watch round failed: {self.errors.getvalue().strip()}")
+
+
 @app.command("watch")
 def bench_watch(
     pods: Annotated[int, typer.Option(help="Pods in the largest fleet (10 and 100 are measured beside it).",
@@ -117,28 +151,35 @@ def bench_watch(
     warmup: Annotated[int, typer.Option(help="Unmeasured rounds first (the history fills up).", min=1,
                                         max=200)] = 10,
     interval: Annotated[float, typer.Option(help="Scrape interval the round must fit in, seconds.", min=0.1)] = 15.0,
-    seed: Annotated[int, typer.Option(help="Seed of the simulated base fleet.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the pods' traffic factors.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """One watch-loop round (parse, history, snapshot, features, diagnosis) at 10, 100 and N pods: CPU seconds per
-    round and the share of one core at the scrape interval, beside the ingest-only share."""
+    """One `serve` watch-loop round (parse, history, snapshot, features, diagnosis, incident store) on real vLLM
+    pages at 10, 100 and N pods: CPU seconds per round and the share of one core at the scrape interval, beside
+    the ingest-only share."""
     from llm_oncall.drills import bench_watch as bw
 
-    result = bw.run(pods=pods, rounds=rounds, warmup=warmup, interval_s=interval, seed=seed)
+    result = bw.run(_ServeRound, pods=pods, rounds=rounds, warmup=warmup, interval_s=interval, seed=seed)
     if as_json:
         print_json(result)
         return
-    console.print(f"one watch-loop round on simulated vLLM pages ({result['base_pods']} simulated pods re-labelled "
-                  f"to N; {warmup} warm-up + {rounds} measured rounds; CPU time, no HTTP)", soft_wrap=True)
+    console.print(f"one serve watch-loop round on real vLLM 0.32 pages ({result['page']}, one live copy per pod, "
+                  f"advancing every round); {warmup} warm-up + {rounds} measured rounds; CPU time, no HTTP",
+                  soft_wrap=True, markup=False, highlight=False)
     share = f"core @{interval:g}s"
     console.print(f"{'pods':>6}  {'round s':>8}  {'ingest s':>8}  {'ms/pod':>6}  {share:>10}  {'ingest only':>11}  "
-                  f"{'last/first':>10}  diagnosis", markup=False, highlight=False, soft_wrap=True)
+                  f"{'last/first':>10}  {'+telemetry':>10}  diagnosis", markup=False, highlight=False,
+                  soft_wrap=True)
     for s in result["scales"]:
         console.print(f"{s['pods']:>6}  {s['round_seconds']:>8.3f}  {s['ingest_only_seconds']:>8.3f}  "
                       f"{s['ms_per_pod']:>6.2f}  {s['core_share'] * 100:>9.1f}%  "
                       f"{s['ingest_only_core_share'] * 100:>10.1f}%  {s['growth_last_over_first']:>9.2f}×  "
-                      f"{s['diagnosis']}", markup=False, highlight=False, soft_wrap=True)
+                      f"{s['telemetry_log_core_share'] * 100:>9.1f}%  {s['diagnosis']}", markup=False,
+                      highlight=False, soft_wrap=True)
     verdict = "within" if result["within_goal"] else "over"
+    flat = "flat" if result["flat"] else "growing"
     console.print(f"{pods} pods: [bold]{result['core_share'] * 100:.1f}%[/bold] of one core at a {interval:g} s "
-                  f"interval ({verdict} the goal of {result['goal_core_share'] * 100:.0f}%); ingest alone "
-                  f"{result['ingest_only_core_share'] * 100:.1f}%", soft_wrap=True)
+                  f"interval ({verdict} the goal of {result['goal_core_share'] * 100:.0f}%; {flat} as the history "
+                  f"grows: last/first {result['growth_last_over_first']:.2f}×); ingest alone "
+                  f"{result['ingest_only_core_share'] * 100:.1f}%; the per-scrape telemetry log (drill --act, not "
+                  f"serve) would add {result['telemetry_log_core_share'] * 100:.1f}%", soft_wrap=True)

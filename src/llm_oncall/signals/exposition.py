@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 Labels = tuple[tuple[str, str], ...]
 """Label pairs sorted by name: hashable, comparable, cheap to build."""
@@ -43,6 +44,9 @@ class Page:
     types: dict[str, str] = field(default_factory=dict)
     errors: int = 0
     lines: int = 0
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What readers derived from this page (signals/series.py), computed once: a page is not changed after it
+    was built, and a scrape's page is read by every window it falls in."""
 
     def get(self, name: str) -> list[Sample]:
         return self.samples.get(name, [])
@@ -102,6 +106,9 @@ def _unescape(value: str) -> str:
 
 
 _SIMPLE_LABELS = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"([^"\\]*)"\s*(?:,|$)')
+_LABEL_SETS: dict[str, Labels] = {}
+"""Label text → its parsed label set: a fleet's pages repeat the same label sets page after page."""
+_LABEL_SETS_KEPT = 1 << 16
 
 
 def _parse_labels(text: str, start: int) -> tuple[Labels, int]:
@@ -113,10 +120,17 @@ def _parse_labels(text: str, start: int) -> tuple[Labels, int]:
         close = text.find('"}', start)
         if close != -1:
             body = text[start + 1 : close + 1]
+            known = _LABEL_SETS.get(body)
+            if known is not None:
+                return known, close + 2
             found = _SIMPLE_LABELS.findall(body)
             if found and body.count('"') == 2 * len(found):
                 found.sort()
-                return tuple(found), close + 2
+                labels = tuple(found)
+                if len(_LABEL_SETS) >= _LABEL_SETS_KEPT:
+                    _LABEL_SETS.clear()
+                _LABEL_SETS[body] = labels
+                return labels, close + 2
     return _parse_labels_slow(text, start)
 
 

@@ -16,6 +16,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from llm_oncall.signals.catalog import DCGM_SENTINELS, Kind, Signal, Source, escape, is_router_series
 from llm_oncall.signals.exposition import Labels, Page, Sample
@@ -41,7 +42,22 @@ class Resolved:
     scale: float
 
 
+def _memo_key(kind: str, sig: Signal, match: Mapping[str, str] | None) -> tuple[str, str, Any]:
+    return (kind, sig.key, tuple(match.items()) if match else None)
+
+
 def resolve(page: Page, sig: Signal) -> Resolved | None:
+    key = ("resolve", sig.key, None)
+    hit = page.memo.get(key)
+    if hit is not None and hit[0] is sig:
+        res: Resolved | None = hit[1]
+        return res
+    res = _resolve(page, sig)
+    page.memo[key] = (sig, res)
+    return res
+
+
+def _resolve(page: Page, sig: Signal) -> Resolved | None:
     for spelling in sig.spellings:
         for base in (spelling.name, escape(spelling.name)):
             if sig.kind is Kind.HISTOGRAM:
@@ -79,11 +95,17 @@ def _usable(samples: Iterable[Sample], sig: Signal, match: Mapping[str, str] | N
 
 
 def vector(page: Page, sig: Signal, match: Mapping[str, str] | None = None) -> dict[Labels, float] | None:
-    """Gauge or counter values by label set; None when the page lacks the signal entirely."""
+    """Gauge or counter values by label set; None when the page lacks the signal entirely (read-only: the dict is
+    the page's memo)."""
+    key = _memo_key("vector", sig, match)
+    hit = page.memo.get(key)
+    if hit is not None and hit[0] is sig:
+        vec: dict[Labels, float] | None = hit[1]
+        return vec
     res = resolve(page, sig)
-    if res is None:
-        return None
-    return {s.labels: s.value * res.scale for s in _usable(res.samples[""], sig, match)}
+    vec = None if res is None else {s.labels: s.value * res.scale for s in _usable(res.samples[""], sig, match)}
+    page.memo[key] = (sig, vec)
+    return vec
 
 
 def aggregate(values: Iterable[float], sig: Signal) -> float | None:
@@ -179,6 +201,20 @@ def histogram_quantile(q: float, buckets: tuple[tuple[float, float], ...]) -> fl
 
 def _hist_state(page: Page, sig: Signal, match: Mapping[str, str] | None
                 ) -> dict[Labels, tuple[dict[float, float], float, float]] | None:
+    """Buckets, count and sum by series (read-only: the page's memo; a page is the later end of one pair and
+    the earlier end of the next, in every window it falls in)."""
+    key = _memo_key("hist", sig, match)
+    hit = page.memo.get(key)
+    if hit is not None and hit[0] is sig:
+        state: dict[Labels, tuple[dict[float, float], float, float]] | None = hit[1]
+        return state
+    state = _hist_state_of(page, sig, match)
+    page.memo[key] = (sig, state)
+    return state
+
+
+def _hist_state_of(page: Page, sig: Signal, match: Mapping[str, str] | None
+                   ) -> dict[Labels, tuple[dict[float, float], float, float]] | None:
     res = resolve(page, sig)
     if res is None:
         return None
@@ -209,8 +245,29 @@ def _hist_state(page: Page, sig: Signal, match: Mapping[str, str] | None
     return out
 
 
+_PAGE_ID = "page-id"
+"""A page's memo holds a mark of its own (a bare object): a later page's memo names its predecessor by that mark
+(never by the page, so no chain of pages is kept alive, and never by id, which a freed page's successor may
+reuse)."""
+
+
 def histogram_increase(prev: Page, cur: Page, sig: Signal,
                        match: Mapping[str, str] | None = None) -> Histogram | None:
+    """Bucket increases from `prev` to `cur` (computed once per pair: a pair falls in consecutive windows)."""
+    mark = prev.memo.get(_PAGE_ID)
+    if mark is None:
+        mark = prev.memo[_PAGE_ID] = object()
+    key = _memo_key("increase", sig, match)
+    hit = cur.memo.get(key)
+    if hit is not None and hit[0] is mark and hit[1] is sig:
+        known: Histogram | None = hit[2]
+        return known
+    h = _histogram_increase(prev, cur, sig, match)
+    cur.memo[key] = (mark, sig, h)
+    return h
+
+
+def _histogram_increase(prev: Page, cur: Page, sig: Signal, match: Mapping[str, str] | None) -> Histogram | None:
     before = _hist_state(prev, sig, match)
     after = _hist_state(cur, sig, match)
     if after is None or before is None:
@@ -233,6 +290,10 @@ def histogram_increase(prev: Page, cur: Page, sig: Signal,
     return Histogram(tuple(sorted(acc.items())), count, total)
 
 
+MEMO_SCRAPES = 4
+"""The newest scrapes of a target whose pages keep their memo (a live window spans two or three scrapes)."""
+
+
 @dataclass
 class TargetSeries:
     """The recent scrapes of one target, newest last."""
@@ -250,6 +311,11 @@ class TargetSeries:
         self.scrapes.append(scrape)
         while len(self.scrapes) > self.capacity:
             self.scrapes.popleft()
+        if len(self.scrapes) > MEMO_SCRAPES:
+            # Past the live windows: what readers derived from that page is memory only (recomputed if asked).
+            old = self.scrapes[-MEMO_SCRAPES - 1].page
+            if old is not None:
+                old.memo.clear()
         return True
 
     def ok_in_window(self, start: float, end: float) -> list[Scrape]:
