@@ -1,4 +1,6 @@
-"""What the tests share: free ports, waiting on a condition (never on a clock alone), and a temp Prometheus.
+"""What the tests share: free ports, waiting on a condition (never on a clock alone), a temp Prometheus, stopping
+a process, `llm-oncall serve` as a subprocess, the simulator with its Kubernetes API publishing a file_sd list, and
+a small HTTP server for an exposition page.
 
 Waiting is always "until the condition holds, bounded by a generous timeout": on a busy 2-core CI machine a
 fixed sleep is either too short (flaky) or too long (slow).
@@ -6,18 +8,27 @@ fixed sleep is either too short (flaky) or too long (slow).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from llm_oncall.sim import Fleet
+from llm_oncall.sim.serve import SimServer
+
 PROMETHEUS = shutil.which("prometheus")
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def free_port() -> int:
@@ -78,13 +89,73 @@ def run_prometheus(tmp: Path, scrape_configs: str) -> Iterator[str]:
         wait_for(ready, 30, "Prometheus to be ready")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
         log.close()
+
+
+def stop_process(proc: subprocess.Popen[Any], grace_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL if it has not exited after ``grace_s``; always reaped (no zombie, no leaked port)."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def spawn_serve(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`llm-oncall serve --config CFG` as a real process of this checkout's source, output appended to ``log``."""
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    with log.open("ab") as out:  # the child keeps its own descriptor
+        return subprocess.Popen([sys.executable, "-m", "llm_oncall.cli", "serve", "--config", str(cfg)],
+                                stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def start_sim(fleet: Fleet, speed: float, tmp: Path) -> tuple[SimServer, Path, Path]:
+    """The fleet in this process (real time ×``speed``) with its Kubernetes API; its scrape targets published to
+    ``tmp/targets.json`` (a file_sd list, replaced atomically as pods come and go). The server, the list and a
+    kubeconfig for its API; the caller stops the server."""
+    sd = tmp / "targets.json"
+
+    def publish(groups: list[dict[str, Any]]) -> None:
+        part = sd.with_suffix(".tmp")
+        part.write_text(json.dumps(groups))
+        os.replace(part, sd)
+
+    sim = SimServer(fleet, speed=speed, base_port=0, on_targets=publish, kube_api=("127.0.0.1", 0)).start()
+    assert sim.kube is not None
+    return sim, sd, sim.kube.write_kubeconfig(tmp / "kubeconfig")
+
+
+class PageServer:
+    """An exposition page in the classic text format whatever the Accept header (names keep their colons, like
+    vLLM), served on a free port from ``render()`` at each request until ``close()``."""
+
+    def __init__(self, render: Callable[[], bytes]) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = render()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port: int = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/metrics"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)
 
 
 KUBECTL = shutil.which("kubectl")

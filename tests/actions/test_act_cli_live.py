@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from tests.testkit import free_port, http_ok, kubectl, wait_for
+from tests.testkit import free_port, http_ok, kubectl, stop_process, wait_for
 
 CLI = [sys.executable, "-m", "llm_oncall.cli"]
 EPOCH = 1_767_225_600  # the simulator's t=0 (2026-01-01T00:00:00Z)
@@ -56,12 +56,7 @@ def sim_serve(tmp: Path, *args: str) -> Iterator[Served]:
         wait_for(up, 60, "sim serve: the Kubernetes API, the kubeconfig and the target list")
         yield Served(proc, url, kc, targets, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace_s=15)
 
 
 def _json(path: Path) -> Any:

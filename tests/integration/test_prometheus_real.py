@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from tests.testkit import free_port, run_prometheus, wait_for
+from tests.testkit import PageServer, free_port, run_prometheus, wait_for
 
 from llm_oncall.signals.catalog import BY_KEY, SIGNALS
 from llm_oncall.signals.prometheus import PrometheusError, PrometheusSource, promql
@@ -79,33 +78,6 @@ def _stamped_registry(engine: Engine, timeline: Timeline) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Stamped(engine, timeline))
     return registry
-
-
-class _TextExporter:
-    """The classic text format whatever the Accept header (names keep their colons, like vLLM)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = generate_latest(registry)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
 
 
 @dataclass
@@ -208,7 +180,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 
             closers.append(close)
         else:
-            exporter = _TextExporter(registry)
+            exporter = PageServer(functools.partial(generate_latest, registry))
             port = exporter.port
             closers.append(exporter.close)
         pods.append(Pod(name, engine, port, preempt, finished, fast, slow))

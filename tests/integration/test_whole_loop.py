@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 import yaml
 from tests.rules.live import query
 from tests.service.conftest import API, APPROVE, WEBHOOK, auth
-from tests.testkit import free_port, http_ok, run_prometheus, wait_for
+from tests.testkit import free_port, http_ok, run_prometheus, spawn_serve, start_sim, stop_process, wait_for
 
 from llm_oncall.runbooks import promrules
 from llm_oncall.runbooks.loader import builtin
@@ -35,7 +34,6 @@ from llm_oncall.sim.serve import SimServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("prometheus")]
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 ALERTMANAGER = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
 SPEED = 3.0       # simulated seconds per wall second
 ONSET_S = 90.0    # simulated: 30 s of wall time before the fault, for the windows to fill
@@ -66,12 +64,7 @@ def _alertmanager(tmp: Path, receiver_url: str) -> Iterator[str]:
         wait_for(lambda: proc.poll() is None and http_ok(f"{url}/-/ready"), 30, "Alertmanager to be ready")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
         log.close()
 
 
@@ -101,16 +94,7 @@ def test_fault_to_alert_to_incident_to_fix_to_resolved(tmp_path: Path) -> None:
     promrules.export(rules_dir, builtin(), PARAMS)
     cfg_, fault = scenario("engine-hang", 3, pods=8, at=ONSET_S)  # a TP group of 2 = 25 % of the pods
     fleet = Fleet(cfg_, seed=3, fault=fault)
-    sd = tmp_path / "targets.json"
-
-    def publish(groups: list[dict[str, Any]]) -> None:
-        tmp = sd.with_suffix(".tmp")
-        tmp.write_text(json.dumps(groups))
-        os.replace(tmp, sd)
-
-    sim = SimServer(fleet, speed=SPEED, base_port=0, on_targets=publish, kube_api=("127.0.0.1", 0)).start()
-    assert sim.kube is not None
-    kc = sim.kube.write_kubeconfig(tmp_path / "kubeconfig")
+    sim, sd, kc = start_sim(fleet, SPEED, tmp_path)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     (tmp_path / "policy.yaml").write_text("cooldown_s: {default: 600}\n")
@@ -120,13 +104,11 @@ def test_fault_to_alert_to_incident_to_fix_to_resolved(tmp_path: Path) -> None:
         "interval": "1s", "mode": "approve", "policy": str(tmp_path / "policy.yaml"), "kubeconfig": str(kc),
         "kube_timeout": "20s", "resolve_after": 3, "auth": {"webhook": [WEBHOOK], "api": [API], "approve": [APPROVE]}}))
     serve_log = tmp_path / "serve.log"
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     serve: subprocess.Popen[bytes] | None = None
     steps = Steps()
     try:
         wait_for(sd.is_file, 10, "the file_sd list")
-        serve = subprocess.Popen([sys.executable, "-m", "llm_oncall.cli", "serve", "--config", str(cfg)],
-                                 stdout=serve_log.open("ab"), stderr=subprocess.STDOUT, env=env)
+        serve = spawn_serve(cfg, serve_log)
         wait_for(lambda: http_ok(f"{url}/healthz"), 30, "serve to answer /healthz")
         for am in _alertmanager(tmp_path, f"{url}/api/v1/alerts"):
             prom_cfg = (f"alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am[7:]}']\n"
@@ -136,13 +118,8 @@ def test_fault_to_alert_to_incident_to_fix_to_resolved(tmp_path: Path) -> None:
             for prom in run_prometheus(tmp_path, prom_cfg):
                 _loop(steps, sim, fleet, url, am, prom, serve_log)
     finally:
-        if serve is not None and serve.poll() is None:
-            serve.terminate()
-            try:
-                serve.wait(30)
-            except subprocess.TimeoutExpired:
-                serve.kill()
-                serve.wait(10)
+        if serve is not None:
+            stop_process(serve, grace_s=30)
         sim.stop()
     print("steps (s from onset): " + ", ".join(f"{k} {v:.1f}" for k, v in steps.times.items()))
 

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import pytest
@@ -491,6 +491,39 @@ def quiet(ticks: Sequence[Any]) -> bool:
     return all(x.incident in (None, "healthy") for x in ticks) and ticks[-1].features.get("symptom") is not True
 
 
+class Scraping(Protocol):
+    """A live loop the baseline helper drives: ``Live`` (one server) or ``FleetLive`` (several)."""
+
+    @property
+    def ticks(self) -> Sequence[Any]: ...
+
+    def tick(self) -> Any: ...
+
+
+L = TypeVar("L", bound=Scraping)
+
+
+def learn_quiet_baseline(new_live: Callable[[], L], ticks: int, tries: int, label: str) -> tuple[L, int]:
+    """A baseline of ``ticks`` scrapes on a new autopilot (``new_live()``) that is ``quiet``; a loud one is
+    discarded (printed) and learned again, up to ``tries`` times, then the test is an xfail: on the shared 2-core
+    host another suite's burst can double the ITL p99 of a light load for tens of seconds, which is red and pages
+    `unknown` before any change. A red scrape that did not page (a blip) is printed and kept. The quiet baseline's
+    autopilot, and how many were discarded before it."""
+    discarded: list[str] = []
+    for _ in range(tries):
+        live = new_live()
+        for _ in range(ticks):
+            live.tick()
+        loud = loud_scrapes(live.ticks)
+        if quiet(live.ticks):
+            if loud:
+                print(f"\n[{label}] baseline blips, not paged, kept: {'; '.join(loud)}")
+            return live, len(discarded)
+        discarded.append("; ".join(loud))
+        print(f"\n[{label}] baseline not quiet, learned again: {discarded[-1]}")
+    pytest.xfail(f"[{label}] no quiet baseline in {tries} tries of {ticks} scrapes: {discarded}")
+
+
 def test_surge_preempts_before_it_queues(start_vllm_server: Callable[..., VllmServer]) -> None:
     server = start_vllm_server(**SURGE_SERVER)
     warm_up(server, [Client(LONG_PROMPT, SURGE_MAX_TOKENS)] * SURGE_CLIENTS)
@@ -508,29 +541,14 @@ def test_surge_preempts_before_it_queues(start_vllm_server: Callable[..., VllmSe
     i_symptom = i_diag = None
     d_diag: Diagnosis | None = None
     t_surge = 0.0
-    discarded: list[str] = []
+    discarded = 0
     with running_load(server, [shape] * SURGE_BASE_CLIENTS, max_requests=1000) as base:
         # The baseline is a light load already running, not the ramp from idle (whose first windows read a
         # fraction of its rate and would make any later rate look like a surge).
         wait_for(lambda: base.ok >= 4 or bool(base.errors), 120, "4 baseline requests to complete")
-        # A quiet baseline is a precondition: on the shared 2-core host another suite's burst can double the ITL
-        # p99 of the light load for tens of seconds (10 → 40 ms, 25 → 350 ms seen), which is red and pages
-        # `unknown` before any surge. A baseline that paged, or ends on a red symptom, is discarded (printed) and
-        # learned again on a new autopilot; a red scrape that did not page (a blip) is printed and kept.
-        for _ in range(SURGE_BASELINE_TRIES):
-            live = Live(server)
-            for _ in range(SURGE_BASE_TICKS):
-                live.tick()
-            loud = loud_scrapes(live.ticks)
-            if quiet(live.ticks):
-                if loud:
-                    print(f"\n[kv-capacity, no queue] baseline blips, not paged, kept: {'; '.join(loud)}")
-                break
-            discarded.append("; ".join(loud))
-            print(f"\n[kv-capacity, no queue] baseline not quiet, learned again: {discarded[-1]}")
-        else:
-            pytest.xfail(f"no quiet baseline in {SURGE_BASELINE_TRIES} tries of {SURGE_BASE_TICKS} scrapes "
-                         f"(light load, before any surge): {discarded}")
+        # A quiet baseline is a precondition (see learn_quiet_baseline).
+        live, discarded = learn_quiet_baseline(lambda: Live(server), SURGE_BASE_TICKS, SURGE_BASELINE_TRIES,
+                                               "kv-capacity, no queue")
         assert not base.errors, base.errors[:3]
         t_surge = time.monotonic()
         with running_load(server, joining, max_requests=1000) as surge:
@@ -558,7 +576,7 @@ def test_surge_preempts_before_it_queues(start_vllm_server: Callable[..., VllmSe
     at = ticks[i_diag].features if i_diag is not None else after[-1].features
     report("kv-capacity, no queue", server=SURGE_SERVER, base_clients=SURGE_BASE_CLIENTS, clients=SURGE_CLIENTS,
            prompt_tokens=54, max_tokens=SURGE_MAX_TOKENS, latency_s=latency, period_s=period, join_s=SURGE_JOIN_S,
-           baselines_discarded=len(discarded), requests_ok=requests,
+           baselines_discarded=discarded, requests_ok=requests,
            arrivals_baseline=at.get("arrival_rate_baseline"), arrivals=at.get("arrival_rate"),
            arrival_ratio=at.get("arrival_rate_ratio"),
            arrival_ratios=" ".join(f"{(x.features.get('arrival_rate_ratio') or 0.0):.2f}" for x in after),

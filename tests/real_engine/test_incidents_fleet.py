@@ -36,7 +36,7 @@ from .fleet import (
     fleet_trace,
     server_pair,
 )
-from .test_incidents import Client, Live, Load, _why_not, loud_scrapes, quiet
+from .test_incidents import Client, Live, Load, _why_not, learn_quiet_baseline
 from .vllm_env import KV, RUNNING, WAITING, VllmServer
 
 pytestmark = pytest.mark.real_engine
@@ -225,7 +225,6 @@ def test_router_flip_drops_hit_rate_by_a_third(server_pair: list[VllmServer]) ->
     i_switch = FLIP_STICKY_TICKS
     i_symptom = i_diag = None
     t_switch = 0.0
-    discarded: list[str] = []
     load.start()
     try:
         # Each session served twice on its server before the baseline: the first turns compute every document
@@ -233,21 +232,9 @@ def test_router_flip_drops_hit_rate_by_a_third(server_pair: list[VllmServer]) ->
         # baseline.
         wait_for(lambda: load.ok >= 2 * FLIP_SESSIONS or bool(load.errors) or load.crash is not None, 180,
                  f"{2 * FLIP_SESSIONS} sticky turns to complete")
-        # A quiet baseline is a precondition (see test_surge_preempts_before_it_queues): a sticky phase that paged
-        # or ends on a red symptom is discarded (printed) and learned again on a new autopilot.
-        for _ in range(FLIP_BASELINE_TRIES):
-            live = FleetLive(targets)
-            for _ in range(FLIP_STICKY_TICKS):
-                live.tick()
-            loud = loud_scrapes(live.ticks)
-            if quiet(live.ticks):
-                if loud:
-                    print(f"\n[prefix-cache-drop, a third] baseline blips, not paged, kept: {'; '.join(loud)}")
-                break
-            discarded.append("; ".join(loud))
-            print(f"\n[prefix-cache-drop, a third] sticky baseline not quiet, learned again: {discarded[-1]}")
-        else:
-            pytest.xfail(f"no quiet sticky baseline in {FLIP_BASELINE_TRIES} tries: {discarded}")
+        # A quiet baseline is a precondition (see learn_quiet_baseline).
+        live, discarded = learn_quiet_baseline(lambda: FleetLive(targets), FLIP_STICKY_TICKS, FLIP_BASELINE_TRIES,
+                                               "prefix-cache-drop, a third")
         load.set_policy("random")
         t_switch = time.time()
         live.add_event(Event(t_switch, "config_change", "router policy sticky -> random",
@@ -281,7 +268,7 @@ def test_router_flip_drops_hit_rate_by_a_third(server_pair: list[VllmServer]) ->
     base, hit = at.features.get("hit_rate_baseline"), at.features.get("hit_rate")
     report("prefix-cache-drop, a third", sessions=FLIP_SESSIONS,
            prompt_tokens=f"{min(load.prompt_tokens)}-{max(load.prompt_tokens)}", requests=load.ok,
-           baselines_discarded=len(discarded),
+           baselines_discarded=discarded,
            sticky_hit_rates=" ".join(f"{h:.2f}" for h in sticky), sticky_hit_rate=sticky_hit,
            random_hit_rates=" ".join(f"{(x.features.get('hit_rate') or 0.0):.2f}" for x in ticks[i_switch:]),
            random_hit_rate=random_hit,

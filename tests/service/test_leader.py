@@ -11,10 +11,8 @@ the witness: exactly one scale write, ever. Every wait is on a condition (bounde
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -23,23 +21,15 @@ from typing import Any
 import httpx
 import yaml
 from tests.service.conftest import API, APPROVE, WEBHOOK, auth
-from tests.testkit import free_port, wait_for
+from tests.testkit import free_port, spawn_serve, start_sim, wait_for
 
 from llm_oncall.service.leader import RECORD
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.kubeapi.model import BY_KIND
-from llm_oncall.sim.serve import SimServer
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 NS, DEP, LEASE = "llm", "vllm-llama-8b", "llm-oncall"
 ONSET_S, SPEED = 900.0, 30.0
 DURATION_S, RENEW_S = 8, 2.0  # a renew deadline of 6 s: a loaded machine does not stall a process that long
-
-
-def _serve(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    return subprocess.Popen([sys.executable, "-m", "llm_oncall.cli", "serve", "--config", str(cfg)],
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env)
 
 
 def _t(micro: str) -> float:
@@ -51,17 +41,9 @@ def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(t
     # the incident, as a replica of a long-running Deployment has
     cfg_, fault = scenario("kv-capacity", 3, pods=3, at=ONSET_S)
     fleet = Fleet(cfg_, seed=3, fault=fault)
-    sd = tmp_path / "targets.json"
-
-    def publish(groups: list[dict[str, Any]]) -> None:
-        tmp = sd.with_suffix(".tmp")
-        tmp.write_text(json.dumps(groups))
-        os.replace(tmp, sd)
-
-    sim = SimServer(fleet, speed=SPEED, base_port=0, on_targets=publish, kube_api=("127.0.0.1", 0)).start()
+    sim, sd, kc = start_sim(fleet, SPEED, tmp_path)
     assert sim.kube is not None
     kube = sim.kube
-    kc = kube.write_kubeconfig(tmp_path / "kubeconfig")
     # one replica more per action: the first scale-out is not enough, the page goes on after the hand-over and the
     # new leader plans the same action again (the duplicate a replica with its own disk would send)
     (tmp_path / "policy.yaml").write_text("cooldown_s: {default: 600}\ncaps: {scale_out_max_step: 1}\n")
@@ -109,9 +91,9 @@ def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(t
 
     try:
         wait_for(sd.is_file, 10, "the file_sd list")
-        procs["a"] = _serve(replicas["a"]["cfg"], replicas["a"]["log"])
+        procs["a"] = spawn_serve(replicas["a"]["cfg"], replicas["a"]["log"])
         wait_for(lambda: health("a").get("leader") is True, 30, "replica a to lead")
-        procs["b"] = _serve(replicas["b"]["cfg"], replicas["b"]["log"])
+        procs["b"] = spawn_serve(replicas["b"]["cfg"], replicas["b"]["log"])
         wait_for(lambda: bool(health("b")), 30, "replica b to answer /healthz")
         assert health("b")["leader"] is False and health("b")["holder"] == "replica-a"
         assert fleet.now < ONSET_S - 120, f"replica b started only {ONSET_S - fleet.now:.0f} s before the onset"

@@ -6,30 +6,20 @@ its file_sd list over HTTP and acts through lightkube; SIGTERM then stops it cle
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
 from tests.service.conftest import API, APPROVE, WEBHOOK, auth
-from tests.testkit import free_port, http_ok, wait_for
+from tests.testkit import free_port, http_ok, spawn_serve, start_sim, wait_for
 
 from llm_oncall.sim import Fleet, scenario
-from llm_oncall.sim.serve import SimServer
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 NS, DEP = "llm", "vllm-llama-8b"
-
-
-def _serve(cfg: Path, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    return subprocess.Popen([sys.executable, "-m", "llm_oncall.cli", "serve", "--config", str(cfg)],
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env)
 
 
 def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -45,17 +35,9 @@ def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
 def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: Path) -> None:
     cfg_, fault = scenario("kv-capacity", 3, pods=3, at=120.0)
     fleet = Fleet(cfg_, seed=3, fault=fault)
-    sd = tmp_path / "targets.json"
-
-    def publish(groups: list[dict[str, Any]]) -> None:
-        tmp = sd.with_suffix(".tmp")
-        tmp.write_text(json.dumps(groups))
-        os.replace(tmp, sd)
-
-    sim = SimServer(fleet, speed=30.0, base_port=0, on_targets=publish, kube_api=("127.0.0.1", 0)).start()
+    sim, sd, kc = start_sim(fleet, 30.0, tmp_path)
     assert sim.kube is not None
     kube_url = sim.kube.url
-    kc = sim.kube.write_kubeconfig(tmp_path / "kubeconfig")
     db = tmp_path / "incidents.db"
     (tmp_path / "policy.yaml").write_text("cooldown_s: {default: 600}\n")
     port = free_port()
@@ -69,7 +51,7 @@ def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: P
     procs: list[subprocess.Popen[bytes]] = []
     try:
         wait_for(sd.is_file, 10, "the file_sd list")
-        procs.append(_serve(cfg, log))
+        procs.append(spawn_serve(cfg, log))
         wait_for(lambda: http_ok(f"{url}/healthz"), 30, "serve to answer /healthz")
 
         def plan() -> dict[str, Any] | None:
@@ -108,7 +90,7 @@ def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: P
         seen = len(sim.kube.faults.log)
         httpx.delete(f"{kube_url}/_sim/faults")
 
-        procs.append(_serve(cfg, log))
+        procs.append(spawn_serve(cfg, log))
         wait_for(lambda: http_ok(f"{url}/healthz"), 30, "serve to answer /healthz again")
         wait_for(lambda: _rows(db, "SELECT status FROM executions") == [("executed",)], 30,
                  "the intent reconciled as executed")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.testkit import free_port
+from tests.testkit import PageServer, free_port
 from typer.testing import CliRunner
 
 from llm_oncall.cli import app
@@ -180,33 +179,19 @@ class _Exporter:
         self.engine = Engine("vllm-0.32").set(running=4, waiting=6, kv=0.7)
         self.served: list[str] = []
         self.lock = threading.Lock()
-        exporter = self
+        self.page = PageServer(self._render)
+        self.url = self.page.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                with exporter.lock:
-                    body = exporter.engine.render().encode()
-                    exporter.served.append(body.decode())
-                    exporter.engine.preempt(2).finish("stop", 5).tokens(100, 50).observe("ttft", 0.05, 9)
-                    exporter.engine.observe("ttft", 0.7, 1)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    def _render(self) -> bytes:
+        with self.lock:
+            body = self.engine.render().encode()
+            self.served.append(body.decode())
+            self.engine.preempt(2).finish("stop", 5).tokens(100, 50).observe("ttft", 0.05, 9)
+            self.engine.observe("ttft", 0.7, 1)
+        return body
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        self.page.close()
 
 
 @pytest.fixture
