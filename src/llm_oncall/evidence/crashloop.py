@@ -18,8 +18,8 @@ _GET_ROW = re.compile(
 )
 # The other half of the cuda-graph-crash signature: capture lines or frames in the same file (the container
 # log pasted under the pod status). Without them a crash loop is only a crash loop (a probe kill, a bad flag).
-_CAPTURE = re.compile(r"[Cc]apturing (?:CUDA|cuda)? ?graph|CUDA ?graph capture|cudagraph|cuda_graph_runner|capture_model|"
-                      r"Capture cuda graph|graph capture|torch/cuda/graphs\.py|capture_end|capture_begin", re.I)
+_CAPTURE = re.compile(r"capturing (?:cuda)? ?graph|cuda ?graph capture|cudagraph|cuda_graph_runner|capture_model|"
+                      r"capture cuda graph|graph capture|torch/cuda/graphs\.py|capture_end|capture_begin", re.I)
 # A restart this recent on a Running pod is still news: kubectl prints "3 (6m29s ago)".
 RECENT_RESTART_S = 3600
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
