@@ -1,4 +1,4 @@
-"""Focused tests for the fixes the 2026-12 held-out samples drove (docs/evidence.md, "What the samples drove").
+"""Focused tests for the fixes the 2026-12 held-out samples drove (docs/evidence.md, "Held-out set of 2026-12").
 
 Each format is taken from its producer (DCGM dcgmi/Nvlink.cpp, NCCL misc/socket.cc / checks.h / ibvwrap.cc,
 vLLM shm_broadcast.py, kubectl, docker compose, py-spy); the real files are in tests/evidence/real.
