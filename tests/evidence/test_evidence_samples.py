@@ -65,9 +65,11 @@ EXPECTED: dict[str, tuple[str, bool, str | None]] = {
     # (the Xid 13/31 family), not a hang. engine_dead stays in `findings`, ranked below the cause.
     "vllm_engine_dead.log": ("cuda_illegal_memory_access", False, None),
     # Kubernetes
-    "kubectl_describe_crashloop.txt": ("crashloop", False, "cuda-graph-crash"),
+    # A crash loop names no cause without capture evidence in the file (aibrix#1054: a startup probe killed a
+    # slow-loading server); the cuda-graph-crash hint needs capture lines next to the pod status.
+    "kubectl_describe_crashloop.txt": ("crashloop", False, None),
     "kubectl_describe_oomkilled.txt": ("oom_killed", False, None),
-    "kubectl_get_pods.txt": ("crashloop", False, "cuda-graph-crash"),
+    "kubectl_get_pods.txt": ("crashloop", False, None),
     "unrelated.txt": ("unknown", True, None),
 }
 

@@ -66,6 +66,7 @@ for _name, _fn in (
     ("pyspy", pyspy.parse),
     ("nvidia_smi", nvidia_smi.parse),
     ("dcgm_health", dcgm_health.parse),
+    ("dcgm_nvlink", dcgm_health.parse_nvlink_status),
     ("dcgm_fields", dcgm_fields.parse),
     ("stats", stats.parse),
     ("vllm_startup", vllm_startup.parse),

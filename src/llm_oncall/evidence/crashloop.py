@@ -14,8 +14,19 @@ _READY = re.compile(r"^\s{0,20}Ready:\s{1,40}(?P<ready>True|False)\s*$")
 # kubectl get pods: NAME READY STATUS RESTARTS AGE
 _GET_ROW = re.compile(
     r"^(?P<pod>[a-z0-9][a-z0-9.-]{0,252})\s{1,40}(?P<ready>\d{1,3}/\d{1,3})\s{1,40}(?P<status>[A-Za-z:]{1,40})"
-    r"\s{1,40}(?P<restarts>\d{1,9})"
+    r"\s{1,40}(?P<restarts>\d{1,9})(?: \((?P<ago>(?:\d{1,5}[dhms]){1,3}) ago\))?"
 )
+# The other half of the cuda-graph-crash signature: capture lines or frames in the same file (the container
+# log pasted under the pod status). Without them a crash loop is only a crash loop (a probe kill, a bad flag).
+_CAPTURE = re.compile(r"capturing (?:cuda)? ?graph|cuda ?graph capture|cudagraph|cuda_graph_runner|capture_model|"
+                      r"capture cuda graph|graph capture|torch/cuda/graphs\.py|capture_end|capture_begin", re.I)
+# A restart this recent on a Running pod is still news: kubectl prints "3 (6m29s ago)".
+RECENT_RESTART_S = 3600
+_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def _seconds(ago: str) -> int:
+    return sum(int(n) * _UNIT_S[u] for n, u in re.findall(r"(\d+)([dhms])", ago))
 _BACKOFF = re.compile(r"Back-off restarting failed container")
 _LIVENESS = re.compile(r"Liveness probe failed")
 _BAD_STATUS = frozenset({"CrashLoopBackOff", "OOMKilled", "Error", "ContainerCannotRun", "StartError"})
@@ -35,6 +46,7 @@ def parse(text: str, name: str) -> Finding | None:
     restarts = 0
     not_ready = False
     pods: dict[str, str] = {}
+    restarted: dict[str, int] = {}
     backoff = 0
     liveness = 0
     ev: list[int] = []
@@ -59,13 +71,18 @@ def parse(text: str, name: str) -> Finding | None:
             restarts = max(restarts, int(m.group("restarts")))
             not_ready |= m.group("ready").startswith("0/")
             ev.append(i)
+        elif m and m.group("status") == "Running" and int(m.group("restarts")) and m.group("ago") \
+                and _seconds(m.group("ago")) <= RECENT_RESTART_S:
+            restarted[m.group("pod")] = int(m.group("restarts"))
+            restarts = max(restarts, int(m.group("restarts")))
+            ev.append(i)
         elif _BACKOFF.search(line):
             backoff += 1
             ev.append(i)
         elif _LIVENESS.search(line):
             liveness += 1
             ev.append(i)
-    if not (set(reasons) - {"Completed"}) and not exit_codes and not backoff:
+    if not (set(reasons) - {"Completed"}) and not exit_codes and not backoff and not restarted:
         return None
     oom = "OOMKilled" in reasons
     crashloop = "CrashLoopBackOff" in reasons or backoff > 0
@@ -77,6 +94,7 @@ def parse(text: str, name: str) -> Finding | None:
             "restart_count": restarts or None,
             "never_ready": not_ready or None,
             "pods": pods,
+            "restarted_recently": restarted,
             "backoff_events": backoff or None,
             "liveness_failures": liveness or None,
         }
@@ -95,14 +113,22 @@ def parse(text: str, name: str) -> Finding | None:
         facts["reading"] = "killed by the liveness probe: the engine stopped answering or stopped making progress"
     elif crashloop:
         kind = "crashloop"
-        if not_ready and restarts >= 3 and 137 not in exit_codes:
+        confidence = 0.4
+        if not_ready and restarts >= 3 and 137 not in exit_codes and _CAPTURE.search(text):
             # Crash-looping without ever becoming Ready is half the cuda-graph-crash signature; the other
-            # half is the capture error in the container log, so stay tentative.
+            # half is capture evidence in the same file, and even then stay tentative. Without it (aibrix#1054:
+            # a startup probe killing a slow-loading server) the loop names no cause.
             hint, confidence = "cuda-graph-crash", 0.3
         facts["next_step"] = "kubectl logs --previous for the first error before exit"
-    else:
+    elif reasons or exit_codes:
         kind = "container_exit"
         confidence = 0.4
+    else:
+        kind = "container_restarts"
+        confidence = 0.3
+        facts["reading"] = ("a Running pod restarted recently: its previous container failed; it may have "
+                            "recovered, the previous log says why")
+        facts["next_step"] = "kubectl logs --previous for the first error before exit"
     # A crash loop is the symptom, the container log holds the cause: it ranks below any finding of the cause.
     return Finding(name, kind, False, hint, confidence, facts, line_numbers(ev), "crashloop", severity="warning",
                    category="cuda-graph" if hint == "cuda-graph-crash" else "hang" if hint else "other-failure")

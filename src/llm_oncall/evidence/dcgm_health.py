@@ -207,3 +207,56 @@ def _diag(lines: tuple[str, ...], name: str) -> Finding | None:
     lines_ = [r[0] for r in failed] + [int(str(m[0])) for m in errors]
     return Finding(name, f"dcgm_diag_{area}_fail", False, hint, conf, facts, line_numbers(lines_), "dcgm_health",
                    severity="critical" if area == "memory" else "error", category=category)
+
+
+# ``dcgmi nvlink -s`` / ``--link-status``: one row of link states per GPU (and per NvSwitch), under
+#     GPUs:
+#         gpuId 0:
+#             U U U U D D _ _
+# with the key "Up=U, Down=D, Disabled=X, Not Supported=_" (DCGM dcgmi/Nvlink.cpp).
+_NVLINK_STATUS = re.compile(r"NvLink Link Status|Key: Up=U, Down=D")
+_NVLINK_ENTITY = re.compile(r"^\s{0,12}(?P<kind>gpuId|physicalId) (?P<id>\d{1,4}):\s*$")
+_NVLINK_ROW = re.compile(r"^\s{0,16}(?P<links>[UDX_](?: [UDX_]){0,63})\s*$")
+
+
+def parse_nvlink_status(text: str, name: str) -> Finding | None:
+    """``dcgmi nvlink --link-status``: any NVLink Down on a GPU or switch is an NVLink fault; all Up is healthy.
+    Disabled (X) and Not Supported (_) links are configuration, not faults."""
+    if not _NVLINK_STATUS.search(text):
+        return None
+    entity: str | None = None
+    down: dict[str, int] = {}
+    total: dict[str, int] = {}
+    up = 0
+    ev: list[int] = []
+    for i, line in enumerate(split_lines(text)):
+        if m := _NVLINK_ENTITY.match(line):
+            entity = ("gpu " if m.group("kind") == "gpuId" else "nvswitch ") + m.group("id")
+            continue
+        if entity is not None and (r := _NVLINK_ROW.match(line)):
+            states = r.group("links").split()
+            supported = [s for s in states if s != "_"]
+            total[entity] = len(supported)
+            up += states.count("U")
+            if states.count("D"):
+                down[entity] = states.count("D")
+                ev.append(i)
+            entity = None
+    if not total:
+        return None
+    facts = compact({
+        "entities": len(total),
+        "links_up": up,
+        "links_down": {e: n for e, n in list(down.items())[:32]},
+        "all_down": sorted(e for e, n in down.items() if n == total[e])[:32] or None,
+    })
+    if down:
+        every = all(n == total[e] for e, n in down.items())
+        facts["reading"] = ("NVLink links report Down (dcgmi nvlink --link-status): collectives fall back to PCIe "
+                            "or hang; the fabric or the GPU's links are faulty")
+        facts["next_step"] = "nvidia-smi nvlink -s / -e on the node; check fabric manager; drain and field-diagnose"
+        return Finding(name, "nvlink_link_down", False, "engine-hang", 0.6 if every else 0.5, facts,
+                       line_numbers(ev), "dcgm_nvlink", severity="error", category="nvlink")
+    facts["reading"] = "every supported NVLink link is Up (or disabled/not supported): no NVLink fault"
+    return Finding(name, "nvlink_links_up", True, None, 0.6, facts, (), "dcgm_nvlink", severity="info",
+                   category="benign")

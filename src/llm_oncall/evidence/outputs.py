@@ -404,11 +404,15 @@ def _log_samples(text: str) -> list[Sample] | None:
 
 
 # Plain text that is a log or command output, not a model's answer: a timestamp or level at the start of
-# the line, a bracketed prefix, a log level anywhere, a table row.
+# the line, a bracketed prefix, a table row; or a log level
+# anywhere in the line (an indented quote of "nvidia-modeset: ERROR: GPU:0: ..." is still a log).
 _LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}[\d+]|\d{4}-\d\d-\d\d[ T]|\d{1,2}:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d |"
-                      r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=])"
-                      r"|\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
-_MARKERS = ("NVRM", "NVIDIA-SMI", "Traceback", "NCCL", "DCGM", "Thread 0x", "nvidia-smi", "GPU 0", "#Entity")
+                      r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=])")
+_LEVEL = re.compile(r"\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
+# Producers whose output is never a model's answer: repetition in their rows (one state per NVLink link, the
+# same driver message every second) is the format, not a degenerate completion.
+_MARKERS = ("NVRM", "NVIDIA-SMI", "Traceback", "NCCL", "DCGM", "Thread 0x", "nvidia-smi", "GPU 0", "#Entity",
+            "dcgmi", "gpuId ", "NvLink", "nvidia-modeset", "nvidia-drm", "kubectl", "Exit Code")
 
 
 def _plain_sample(text: str) -> Sample | None:
@@ -417,7 +421,7 @@ def _plain_sample(text: str) -> Sample | None:
     lines = [ln for ln in split_lines(text) if ln.strip()]
     if not lines:
         return None
-    loglike = sum(1 for ln in lines if _LOGLIKE.match(ln))
+    loglike = sum(1 for ln in lines if _LOGLIKE.match(ln) or _LEVEL.search(ln))
     if loglike / len(lines) >= 0.3:
         return None
     return Sample(text, None, "unknown", (), 0)

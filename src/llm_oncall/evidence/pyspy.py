@@ -17,6 +17,11 @@ _THREAD = re.compile(
 _FH_THREAD = re.compile(r"^(?:Current thread|Thread) (?P<tid>0x[0-9A-Fa-f]{1,20}) \(most recent call first\)")
 # py-spy frame: '    all_reduce (torch/distributed/distributed_c10d.py:2050)', 'ncclAllReduce (libnccl.so)'
 _FRAME = re.compile(r"^\s{2,}(?P<func>[A-Za-z_<][\w.<>:~-]{0,200}) \((?P<loc>[^()]{0,300})\)\s*$")
+# The same frame pasted without its "Thread N (...)" header (an issue quoting the interesting stack, often in a
+# markdown fence, top frame at column 0): the location must name a Python file and line, or a shared object.
+_LOOSE_FRAME = re.compile(r"^\s{0,8}(?P<func>[A-Za-z_<][\w.<>:~-]{0,200}) "
+                          r"\((?P<loc>[^()]{0,300}\.py:\d{1,7}|[^()]{0,300}\.so(?:\.[\d.]{1,20})?)\)\s*$")
+_LOOSE_ANY = re.compile(r"^\s{0,8}[A-Za-z_<][\w.<>:~-]{0,200} \([^()\n]{0,300}\.py:\d{1,7}\)[ \t]*$", re.M)
 _FH_FRAME = re.compile(r'^\s{2,}File "(?P<loc>[^"]{0,300})", line \d{1,7} in (?P<func>[\w<>.]{1,200})')
 
 _COLLECTIVE_FUNCS = frozenset(
@@ -98,6 +103,7 @@ class _Thread:
     state: str
     line: int
     frames: list[str] = field(default_factory=list)
+    headerless: bool = False
 
     def collective_frame(self) -> str | None:
         for func in self.frames[:_TOP_FRAMES]:
@@ -140,7 +146,7 @@ def _threads(lines: tuple[str, ...]) -> tuple[list[_Thread], int]:
                 current = _Thread(process, mf.group("tid"), "", "unknown", i)
                 threads.append(current)
                 continue
-        if line.startswith("  "):
+        if line.startswith("  ") and not (current is not None and current.headerless):
             fm = _FRAME.match(line) if current is not None else None
             fm = fm or _FH_FRAME.match(line)
             if fm and current is None:
@@ -149,11 +155,24 @@ def _threads(lines: tuple[str, ...]) -> tuple[list[_Thread], int]:
                 threads.append(current)
             if fm and current is not None:
                 current.frames.append(fm.group("func"))
-    return threads, dumps
+                continue
+        if current is None or current.headerless:
+            # py-spy frames without a header: each contiguous run of frames is one stack; any other line
+            # (prose, a markdown fence) ends it.
+            lm = _LOOSE_FRAME.match(line)
+            if lm:
+                if current is None:
+                    current = _Thread(process, "?", "", "unknown", i, headerless=True)
+                    threads.append(current)
+                current.frames.append(lm.group("func"))
+            elif current is not None:
+                current = None
+    # A lone "name (file.py:12)" line is no stack.
+    return [t for t in threads if not t.headerless or len(t.frames) >= 2], dumps
 
 
 def parse(text: str, name: str) -> Finding | None:
-    if "Thread " not in text and not _FH_ANY.search(text):
+    if "Thread " not in text and not _FH_ANY.search(text) and len(_LOOSE_ANY.findall(text)) < 2:
         return None
     lines = split_lines(text)
     threads, dumps = _threads(lines)
