@@ -169,3 +169,26 @@ def test_dcgm_sysmon_module_errors_are_benign() -> None:
     assert f.benign and f.kind == "dcgm_sysmon_unavailable"
     other = "2024-02-01 14:12:01.207 ERROR [9596:9598] Failed to load module 7 [DcgmHostEngineHandler.cpp:1831]\n"
     assert not classify_text(other, "m").benign
+
+
+# --- the second held-out set: the watchdog's stack without its message; torchrun's agent line ----------------
+
+def test_watchdog_timeout_stack_without_its_message_is_a_hang() -> None:
+    f = classify_file(REAL / "engine" / "watchdog_checktimeout_frames_particleflow_390.txt")
+    assert (f.kind, f.category, f.incident_hint) == ("nccl_collective_timeout", "hang", "engine-hang")
+    # the watchdog raising a CUDA error it found is not a timeout: no checkTimeout frame, no hang
+    cuda_error = ("Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43\n"
+                  "frame #2: c10d::ProcessGroupNCCL::WorkNCCL::finishedGPUExecutionInternal() const + 0x52 (0x7f in "
+                  "libtorch_cuda.so)\nframe #3: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x7f in "
+                  "libtorch_cuda.so)\n")
+    assert classify_text(cuda_error, "w").kind != "nccl_collective_timeout"
+
+
+def test_torchrun_worker_failed_names_no_cause_and_steps_back_for_one() -> None:
+    agent = ("E0323 21:57:08.583000 23 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+             "local_rank: 0 (pid: 88) of binary: /opt/venv/bin/python3\n")
+    f = classify_text(agent, "t")
+    assert (f.kind, f.category, f.benign, f.incident_hint) == ("worker_process_failed", "other-failure", False, None)
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 1.06 GiB is free.\n")
+    assert classify_text(oom + agent, "t").kind != "worker_process_failed"
