@@ -146,7 +146,13 @@ class PageServer:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a scrape that gave up (timeout) closes its connection: not an error of the page
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.port: int = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/metrics"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -21,13 +21,12 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from tests.testkit import free_port
+from tests.testkit import PageServer, free_port
 
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
@@ -304,8 +303,7 @@ class Gateway:
         self.retries: dict[str, int] = {}
         self.responses: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._page: PageServer | None = None
         self.url = ""
 
     def count(self, client: str, *, retry: bool, code: str) -> None:
@@ -344,37 +342,14 @@ class Gateway:
         return "\n".join(lines) + "\n"
 
     def start(self) -> Gateway:
-        gateway = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = gateway.page().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request: Any, client_address: Any) -> None:
-                pass  # a scrape that gave up (timeout) closes its connection: not an error of the gateway
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/metrics"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+        self._page = PageServer(lambda: self.page().encode())
+        self.url = self._page.url
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._page is not None:
+            self._page.close()
+            self._page = None
 
 
 @dataclass
