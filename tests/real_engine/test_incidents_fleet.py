@@ -333,6 +333,7 @@ RETRY_FEATURES = ("arrival_rate", "arrival_rate_ratio", "retry_share", "success_
 # over loop between a's overflow answer and b's refused connection, retrying at once — the storm.
 PER_UPSTREAM_LIMIT = 3
 THINK_S = 0.1
+RETRY_BASELINE_TRIES = 3
 
 
 def test_retry_storm_after_a_server_dies(server_pair: list[VllmServer]) -> None:
@@ -343,17 +344,21 @@ def test_retry_storm_after_a_server_dies(server_pair: list[VllmServer]) -> None:
     for s in server_pair:
         s.wait_idle()
     gateway = Gateway(max_in_flight=PER_UPSTREAM_LIMIT).start()
-    live = FleetLive([Target("a", a.metrics_url), Target("b", b.metrics_url),
-                      Target("gateway", gateway.url, kind="gateway")])
+    targets = [Target("a", a.metrics_url), Target("b", b.metrics_url), Target("gateway", gateway.url, kind="gateway")]
+    # max_seconds leaves room for RETRY_BASELINE_TRIES baselines before the kill and the storm after it
     clients = RetryClients(servers=server_pair, gateway=gateway, per_server=PER_UPSTREAM_LIMIT, max_tokens=32,
-                           think_s=THINK_S, overflow_s=0.02, timeout_s=10.0, max_attempts=20000, max_seconds=120.0)
+                           think_s=THINK_S, overflow_s=0.02, timeout_s=10.0, max_attempts=20000, max_seconds=180.0)
     base_ticks = 8
     i_symptom = i_diag = None
     t_kill = 0.0
     clients.start()
     try:
-        for _ in range(base_ticks):
-            live.tick()
+        # The baseline is the load already running, not its ramp from idle (whose first windows read a fraction
+        # of the rate and requests still in flight), and a quiet one (see learn_quiet_baseline).
+        wait_for(lambda: clients.ok >= 4 * PER_UPSTREAM_LIMIT or clients.crash is not None, 120,
+                 f"{4 * PER_UPSTREAM_LIMIT} baseline requests to complete")
+        live, discarded = learn_quiet_baseline(lambda: FleetLive(targets), base_ticks, RETRY_BASELINE_TRIES,
+                                               "retry-storm")
         os.killpg(b.pid, signal.SIGKILL)  # the whole server group: API server, engine core, worker
         t_kill = time.time()
         for _ in range(10):
@@ -374,7 +379,7 @@ def test_retry_storm_after_a_server_dies(server_pair: list[VllmServer]) -> None:
     last = ticks[-1].features
     d = ticks[-1].diagnosis
     report("retry-storm", clients=2 * PER_UPSTREAM_LIMIT, per_upstream_limit=PER_UPSTREAM_LIMIT, max_tokens=32,
-           think_s=THINK_S,
+           think_s=THINK_S, baselines_discarded=discarded,
            attempts=clients.attempts, ok=clients.ok, failures=clients.failures,
            baseline_rate=last.get("arrival_rate_baseline"), storm_rate=last.get("arrival_rate"),
            ratio=last.get("arrival_rate_ratio"), retry_share=last.get("retry_share"),
