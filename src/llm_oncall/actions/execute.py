@@ -47,18 +47,107 @@ def template_path(obj: dict[str, Any]) -> str:
 
 
 class ScaleOut:
+    """Replicas up. With an HPA on the workload the target is the HPA and the change is its floor
+    (`spec.minReplicas`, capped by `maxReplicas`, written with the resourceVersion it read): the HPA's next sync
+    scales the workload there and keeps it there, where a replicas patch would be undone. A KEDA ScaledObject's
+    HPA is never written (KEDA would put it back): that action is reported blocked, with what to change instead."""
+
     def check(self, kube: Kube, a: Action) -> None:
+        if a.target.kind == "ScaledObject":
+            raise Blocked(keda_reason(a))
+        if a.target.kind == "HorizontalPodAutoscaler":
+            hpa = kube.get(a.target.kind, a.target.name, a.target.namespace)
+            owner = keda_owner(hpa)
+            if owner is not None:
+                raise Blocked(f"{a.target.ref()} is now managed by KEDA ScaledObject {owner}: not written")
+            cur = int(hpa["spec"].get("minReplicas", 1))
+            if cur != a.precondition.get("minReplicas") and cur < self._floor(hpa, a):
+                raise TargetChanged(f"{a.target.ref()} has minReplicas {cur}; the plan saw "
+                                    f"{a.precondition.get('minReplicas')}")
+            return
         cur = kube.get(a.target.kind, a.target.name, a.target.namespace)["spec"]["replicas"]
         if cur != a.precondition.get("replicas") and cur != a.params["replicas"]:
             raise TargetChanged(f"{a.target.ref()} has {cur} replicas; the plan saw {a.precondition.get('replicas')}")
 
+    @staticmethod
+    def _floor(hpa: dict[str, Any], a: Action) -> int:
+        return min(int(a.params["replicas"]), int(hpa["spec"]["maxReplicas"]))
+
     def apply(self, kube: Kube, a: Action, dry_run: bool) -> Any:
+        if a.target.kind == "ScaledObject":
+            raise Blocked(keda_reason(a))
+        if a.target.kind == "HorizontalPodAutoscaler":
+            hpa = kube.get(a.target.kind, a.target.name, a.target.namespace)
+            cur, hi = int(hpa["spec"].get("minReplicas", 1)), int(hpa["spec"]["maxReplicas"])
+            floor = self._floor(hpa, a)
+            res: dict[str, Any] = {"minReplicas": {"from": cur, "to": max(cur, floor)}, "maxReplicas": hi,
+                                   "capped_by_maxReplicas": int(a.params["replicas"]) > hi}
+            if floor <= cur:
+                return {**res, "already": f"minReplicas is {cur} already"}
+            body = {"metadata": {"resourceVersion": hpa["metadata"]["resourceVersion"]},
+                    "spec": {"minReplicas": floor}}
+            kube.patch(a.target.kind, a.target.name, body, "merge", a.target.namespace, dry_run)
+            return res
         out = kube.scale(a.target.kind, a.target.name, int(a.params["replicas"]), a.target.namespace, dry_run)
         return {"replicas": out.get("spec", {}).get("replicas")}
 
     def landed(self, kube: Kube, a: Action) -> bool:
-        cur = kube.get(a.target.kind, a.target.name, a.target.namespace)["spec"]["replicas"]
-        return bool(cur >= int(a.params["replicas"]))
+        if a.target.kind == "ScaledObject":
+            return False
+        obj = kube.get(a.target.kind, a.target.name, a.target.namespace)
+        if a.target.kind == "HorizontalPodAutoscaler":
+            return int(obj["spec"].get("minReplicas", 1)) >= self._floor(obj, a)
+        return bool(obj["spec"]["replicas"] >= int(a.params["replicas"]))
+
+    def revert(self, kube: Kube, a: Action) -> dict[str, Any]:
+        """Put the HPA's floor back where the plan found it — only if it is still the one this action set (a
+        change made since by someone else is theirs, and is left alone). Without an HPA: replicas back."""
+        if a.revert is None or a.target.kind == "ScaledObject":
+            return {"reverted": False, "why": "nothing was changed"}
+        if a.target.kind != "HorizontalPodAutoscaler":
+            kube.scale(a.target.kind, a.target.name, int(a.revert["replicas"]), a.target.namespace)
+            return {"reverted": True, "replicas": int(a.revert["replicas"])}
+        hpa = kube.get(a.target.kind, a.target.name, a.target.namespace)
+        cur, old = int(hpa["spec"].get("minReplicas", 1)), int(a.revert["minReplicas"])
+        done = a.result.get("minReplicas") if isinstance(a.result, dict) else None
+        mine = done.get("to") if isinstance(done, dict) else None
+        if cur == old:
+            return {"reverted": True, "minReplicas": old, "already": True}
+        if mine is not None and cur != mine:
+            return {"reverted": False, "why": f"minReplicas is {cur}, not the {mine} this action set: left alone"}
+        body = {"metadata": {"resourceVersion": hpa["metadata"]["resourceVersion"]}, "spec": {"minReplicas": old}}
+        kube.patch(a.target.kind, a.target.name, body, "merge", a.target.namespace)
+        return {"reverted": True, "minReplicas": old}
+
+
+KEDA_LABEL = "scaledobject.keda.sh/name"
+
+
+def keda_owner(hpa: dict[str, Any]) -> str | None:
+    """The KEDA ScaledObject that manages this HPA (its controller owner reference, or KEDA's label), if any."""
+    for o in hpa["metadata"].get("ownerReferences") or []:
+        if o.get("kind") == "ScaledObject" and str(o.get("apiVersion", "")).startswith("keda.sh/"):
+            return str(o["name"])
+    label = (hpa["metadata"].get("labels") or {}).get(KEDA_LABEL)
+    return str(label) if label else None
+
+
+def keda_reason(a: Action) -> str:
+    p = a.params
+    return (f"HPA {p.get('hpa')} is managed by KEDA ScaledObject {a.target.name} (keda.sh): KEDA rewrites the HPA "
+            f"from the ScaledObject, so the autopilot does not patch it. To scale out, raise the ScaledObject's "
+            f"spec.minReplicaCount from {p.get('min_replicas')} to {p.get('replicas')} (≤ maxReplicaCount "
+            f"{p.get('max_replicas')}) where it is managed (e.g. its GitOps source)")
+
+
+def revert(kube: Kube, a: Action) -> dict[str, Any]:
+    """Undo an executed action where its handler knows how (today: scale_out, HPA-aware)."""
+    h = handler(a)
+    undo = getattr(h, "revert", None)
+    if undo is None:
+        return {"reverted": False, "why": f"no handler revert for {a.kind}"}
+    result: dict[str, Any] = undo(kube, a)
+    return result
 
 
 class RestartGroup:

@@ -15,6 +15,7 @@ from lightkube import ApiError, Client, KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
+from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
@@ -42,6 +43,7 @@ RESOURCES: dict[str, tuple[Any, str, str, bool]] = {
     "HTTPRoute": (HTTPRoute, "gateway.networking.k8s.io", "httproutes", True),
     "BackendTrafficPolicy": (BackendTrafficPolicy, "gateway.envoyproxy.io", "backendtrafficpolicies", True),
     "InferenceObjective": (InferenceObjective, "inference.networking.x-k8s.io", "inferenceobjectives", True),
+    "HorizontalPodAutoscaler": (HorizontalPodAutoscaler, "autoscaling", "horizontalpodautoscalers", False),
 }
 CLUSTER_SCOPED = frozenset({"Namespace", "Node"})
 
@@ -178,9 +180,15 @@ class Kube:
 
     def scale(self, kind: str, name: str, replicas: int, ns: str | None = None,
               dry_run: bool = False) -> dict[str, Any]:
+        """PATCH the workload's /scale. A HorizontalPodAutoscaler owns its target's replicas, so "scale" on an HPA
+        moves its floor (`spec.minReplicas`): its next sync scales the workload to at least that many; the answer
+        is shaped as a Scale (`spec.replicas` = the floor)."""
         res, _ = self._res(kind)
         check_name(name)
         n = self._ns(kind, ns)
+        if kind == "HorizontalPodAutoscaler":
+            out = self.patch(kind, name, {"spec": {"minReplicas": int(replicas)}}, "merge", n, dry_run)
+            return {"spec": {"replicas": (out.get("spec") or {}).get("minReplicas")}}
         return self._dict(self._call("patch", kind, n, lambda: self.client.patch(
             res.Scale, name, {"spec": {"replicas": replicas}}, namespace=n, patch_type=PatchType.MERGE,
             dry_run=dry_run), sub="scale"))

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_oncall.actions import pools
+from llm_oncall.actions import execute, pools
 from llm_oncall.actions.gateway import CONTEXT_RANGE, SIM_GATEWAY_CONFIGMAP
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
@@ -151,8 +151,7 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
             if sized > want:
                 want = sized
                 why = f"{wl.kind} {wl.name}: {cur} → {want} replicas (arrivals ×{ratio:.2f}; runbook {step} minimum)"
-        return [Action(id="", kind="scale_out", target=wl, params={"replicas": want, "from": cur},
-                       precondition={"replicas": cur}, revert={"replicas": cur}, why=why)]
+        return [scale_out(kube, scope, cur, want, why)]
     if kind == "gateway_cap":
         target = Target(kind="ConfigMap", namespace=ns, name=SIM_GATEWAY_CONFIGMAP)
         a = Action(id="", kind="gateway_cap_max_tokens", target=target,
@@ -232,6 +231,75 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
     return None
 
 
+def autoscalers(kube: Kube, wl: Target) -> list[dict[str, Any]]:
+    """The HorizontalPodAutoscalers (autoscaling/v2) whose scaleTargetRef is this workload."""
+    group = wl.api_version.rpartition("/")[0]
+    out = []
+    for h in kube.list("HorizontalPodAutoscaler", wl.namespace):
+        ref = (h.get("spec") or {}).get("scaleTargetRef") or {}
+        if (ref.get("kind"), ref.get("name")) == (wl.kind, wl.name) and \
+                str(ref.get("apiVersion", "")).rpartition("/")[0] == group:
+            out.append(h)
+    return out
+
+
+def scale_out(kube: Kube, scope: Scope, cur: int, want: int, why: str) -> Action:
+    """Scale the workload out to `want` replicas — through its autoscaler when one owns the replicas: an HPA's
+    `minReplicas` goes up (capped by its `maxReplicas`; the revert puts it back), a KEDA ScaledObject's HPA is
+    left to KEDA (the action is reported blocked with the change to make). Without one: the /scale subresource."""
+    wl = scope.workload_target
+    assert wl is not None
+    try:
+        hpas = autoscalers(kube, wl)
+    except KubeError as exc:
+        if exc.code != 403:
+            if exc.code == 404:  # the cluster serves no autoscaling/v2: nothing can own the replicas
+                hpas = []
+            else:
+                raise
+        else:
+            a = Action(id="", kind="scale_out", target=wl, params={"replicas": want, "from": cur},
+                       precondition={"replicas": cur}, revert={"replicas": cur}, why=why)
+            a.dry_run = DryRun(ok=False, detail="cannot tell whether an autoscaler owns the replicas (a replicas "
+                               f"patch would be undone by it): {exc.rbac or exc}")
+            return a
+    if not hpas:
+        return Action(id="", kind="scale_out", target=wl, params={"replicas": want, "from": cur},
+                      precondition={"replicas": cur}, revert={"replicas": cur}, why=why)
+    if len(hpas) > 1:
+        names = sorted(h["metadata"]["name"] for h in hpas)
+        a = Action(id="", kind="scale_out", target=wl, params={"replicas": want, "from": cur},
+                   precondition={"replicas": cur}, why=why)
+        a.dry_run = DryRun(ok=False, detail=f"{len(hpas)} HPAs target {wl.ref()} ({', '.join(names)}): the HPA "
+                           "controller does not scale it (AmbiguousSelector); resolve that first")
+        return a
+    hpa = hpas[0]
+    name = check_name(hpa["metadata"]["name"])
+    lo, hi = int(hpa["spec"].get("minReplicas", 1)), int(hpa["spec"]["maxReplicas"])
+    params = {"replicas": want, "from": cur, "hpa": name, "min_replicas": lo, "max_replicas": hi,
+              "workload": wl.ref()}
+    owner = execute.keda_owner(hpa)
+    if owner is not None:
+        api = next((o.get("apiVersion") for o in hpa["metadata"].get("ownerReferences") or []
+                    if o.get("kind") == "ScaledObject"), "keda.sh/v1alpha1")
+        a = Action(id="", kind="scale_out", params=params, why=why + f"; via KEDA ScaledObject {owner}",
+                   target=Target(kind="ScaledObject", namespace=scope.namespace, name=check_name(owner),
+                                 api_version=str(api)))
+        a.dry_run = DryRun(ok=False, detail=execute.keda_reason(a))
+        return a
+    target = Target(kind="HorizontalPodAutoscaler", namespace=scope.namespace, name=name,
+                    api_version=str(hpa.get("apiVersion") or "autoscaling/v2"))
+    floor = min(want, hi)
+    why = (f"{why}; through HPA {name}, which owns the replicas: its minReplicas goes from {lo} up to the replica "
+           f"count" + (f", capped by its maxReplicas {hi}" if want > hi else f" (maxReplicas {hi})"))
+    a = Action(id="", kind="scale_out", target=target, params={**params, "replicas": floor},
+               precondition={"minReplicas": lo, "replicas": cur}, revert={"replicas": lo, "minReplicas": lo}, why=why)
+    if hi <= cur:
+        a.dry_run = DryRun(ok=False, detail=f"HPA {name} is at its maxReplicas {hi} ({cur} replicas): raising its "
+                           "floor adds nothing; raising maxReplicas is a capacity decision for a human")
+    return a
+
+
 def _route_by_length(kube: Kube, scope: Scope, params: dict[str, Any],
                      snapshots: Sequence[Snapshot]) -> list[Action]:
     """A dedicated long-context pool (llm-d labels): sized by the long prompts' share of the prompt tokens, carved
@@ -251,10 +319,9 @@ def _route_by_length(kube: Kube, scope: Scope, params: dict[str, Any],
     out: list[Action] = []
     if wl is not None and scope.workload is not None:
         cur = int(scope.workload["spec"]["replicas"])
-        out.append(Action(id="", kind="scale_out", target=wl, params={"replicas": cur + n_long, "from": cur},
-                          precondition={"replicas": cur}, revert={"replicas": cur},
-                          why=f"{wl.kind} {wl.name}: {cur} → {cur + n_long} replicas: the long-context pool is "
-                              f"dedicated, so the short pool gets its {n_long} pod(s) back"))
+        out.append(scale_out(kube, scope, cur, cur + n_long,
+                             f"{wl.kind} {wl.name}: {cur} → {cur + n_long} replicas: the long-context pool is "
+                             f"dedicated, so the short pool gets its {n_long} pod(s) back"))
     out.append(Action(id="", kind="gateway_route_long_prompts",
                       target=wl or Target(kind="Namespace", namespace="", name=ns),
                       params={"threshold_tokens": threshold, "max_tokens": 131072, "long_pool": pods[-n_long:],

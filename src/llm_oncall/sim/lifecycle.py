@@ -238,10 +238,11 @@ def autoscale(fleet: FleetHooks, t: float) -> None:
     else:
         metric = sum(p.engine.num_running for p in ready) / len(ready)
     surge = set(fleet.rollout.surge) if fleet.rollout is not None else set()
-    cur = sum(1 for p in fleet.pods if p.state != TERMINATED and p.name not in surge)
+    size = max(1, fleet.cfg.group_size)  # the HPA counts the workload's replicas (LeaderWorkerSet groups)
+    cur = sum(1 for p in fleet.pods if p.state != TERMINATED and p.name not in surge) // size
     want = fleet.hpa.desired(t, cur, metric)
     if want != cur:
-        scale(fleet, want, t, f"HPA {fleet.cfg.hpa.metric} avg {metric:.1f}")
+        scale(fleet, want * size, t, f"HPA {fleet.cfg.hpa.metric} avg {metric:.1f}")
 
 
 def config_change(fleet: FleetHooks, t: float, policy: str, apply: bool = True) -> None:

@@ -26,9 +26,20 @@ def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfi
         # a fleet running hot (~75 % of capacity) whose API servers OOM when queues explode
         cfg = dataclasses.replace(cfg, rate_per_pod=9.0, oom_queue_limit=300)
     cfg = dataclasses.replace(cfg, **overrides)
+    if incident == "kv-capacity" and "hpa" not in overrides:
+        cfg = dataclasses.replace(cfg, hpa=kv_capacity_hpa(cfg))
     if incident == "healthy":
         return _confounders(cfg, rng), None
     return cfg, FaultSpec(incident, at, params)
+
+
+def kv_capacity_hpa(cfg: FleetConfig) -> HpaConfig:
+    """The HPA the kv-capacity runbook assumes on the workload: floor at today's size, ceiling at twice it, on
+    running requests per pod, and a cautious scale-up policy (one replica per five minutes: GPU pods are costly and
+    slow to start). It is too slow for a doubling of traffic: the emergency fix raises its floor."""
+    size = max(1, cfg.pods // max(1, cfg.group_size))
+    return HpaConfig(enabled=True, min_replicas=size, max_replicas=2 * size, metric="vllm:num_requests_running",
+                     target_value=40.0, scale_up_pods=1, scale_up_period_s=300.0)
 
 
 def _confounders(cfg: FleetConfig, rng: random.Random) -> FleetConfig:

@@ -18,6 +18,7 @@ from typing import Any
 
 from llm_oncall.sim.fleet import Fleet
 from llm_oncall.sim.kubeapi import (
+    autoscaling,
     disruption,
     events,
     fleetops,
@@ -67,6 +68,13 @@ class KubeCluster:
         """Write requests that changed something (not dry-run): tests check a plan made none."""
         self._sync_sig: tuple[float, int] | None = None
         self.controllers = Controllers(fleet, self.book)
+        self.keda = autoscaling.Keda(fleet)
+        if fleet.cfg.hpa.enabled and fleet.cfg.hpa.keda:  # as a KEDA user applied it
+            so = autoscaling.scaled_object(fleet)
+            key: Key = (autoscaling.SO_KEY, fleet.cfg.namespace, so["metadata"]["name"])
+            so["metadata"].update(uid=identity.uid_of(*key), creationTimestamp=identity.ts(fleet, 0.0),
+                                  resourceVersion=self._next_rv())
+            self.store[key] = so
 
     # ---- derivation ----------------------------------------------------------------------------------
     def _derive(self) -> dict[Key, dict[str, Any]]:
@@ -99,6 +107,9 @@ class KubeCluster:
         put(self.controllers.configmap(routing.router_configmap(fleet), routing.ROUTER_CONFIGMAP))
         put(self.controllers.configmap(routing.gateway_configmap(fleet), routing.GATEWAY_CONFIGMAP))
         put(routing.httproute(fleet))
+        hpa = autoscaling.hpa(fleet, self.keda.reconcile(self.store))
+        if hpa is not None:
+            put(hpa)
         for e in events.events(fleet, self.api_events):
             put(e)
         del ns
@@ -199,7 +210,7 @@ class KubeCluster:
             obj["metadata"].pop("generateName", None) if meta.get("name") else None
             if rt.namespaced:
                 obj["metadata"]["namespace"] = ns
-            if rt.crd or rt.kind in ("Deployment", "PodDisruptionBudget"):
+            if rt.crd or rt.kind in ("Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler"):
                 obj["metadata"]["generation"] = 1
             self._validate_owned(rt, obj)
             if dry_run:
@@ -293,6 +304,9 @@ class KubeCluster:
             ov[part] = mine
 
     def _after_owned_change(self, rt: ResourceType) -> None:
+        if rt.kind == "ScaledObject":
+            self.keda.reconcile(self.store, force=True)
+            self.sync(force=True)
         if rt.kind == "BackendTrafficPolicy":
             fleetops.apply_rate_limits(self.fleet, [o for (k, _, _), o in self.store.items() if k == rt.key])
 
@@ -310,6 +324,12 @@ class KubeCluster:
             if ("minAvailable" in spec) == ("maxUnavailable" in spec):
                 raise invalid(rt, name, ["spec: Invalid value: minAvailable and maxUnavailable cannot be both set "
                                          "(exactly one is required here)"])
+        if rt.kind == "HorizontalPodAutoscaler":
+            errors = autoscaling.validate_hpa(name, obj.get("spec") or {})
+            if errors:
+                raise invalid(rt, name, errors)
+        if rt.kind == "ScaledObject":
+            autoscaling.validate_scaled_object(name, obj)
         if rt.kind == "BackendTrafficPolicy":
             rl = (obj.get("spec") or {}).get("rateLimit") or {}
             for scope in ("local", "global"):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llm_oncall.sim.fleet import Fleet
-from llm_oncall.sim.kubeapi import fleetops, identity, nodes, routing, templates
+from llm_oncall.sim.kubeapi import autoscaling, fleetops, identity, nodes, routing, templates
 from llm_oncall.sim.kubeapi.model import BY_KIND, Key, ResourceType, invalid, not_found
 from llm_oncall.sim.pods import TERMINATED, Pod
 
@@ -146,6 +146,15 @@ class Controllers:
                         fleetops.set_gateway_config(fleet, data)
                         self.written[key] = {"data": dict(data)}
                     fx.append(gateway)
+            return fx
+        if kind == "HorizontalPodAutoscaler":
+            unsupported(("minReplicas", "maxReplicas"))
+            errors = autoscaling.validate_hpa(name, spec_new)
+            if errors:
+                raise invalid(rt, name, errors)
+            lo, hi = int(spec_new.get("minReplicas", 1)), int(spec_new["maxReplicas"])
+            if (lo, hi) != (fleet.hpa.min_replicas, fleet.hpa.max_replicas):
+                fx.append(lambda: fleet.hpa.set_bounds(lo, hi))
             return fx
         if kind == "HTTPRoute":
             old_rules, new_rules = spec_old.get("rules") or [], spec_new.get("rules") or []

@@ -57,6 +57,10 @@ RESOURCES: tuple[ResourceType, ...] = (
                  "backendtrafficpolicy", short_names=("btp",), subresources=("status",), crd=True),
     ResourceType("inference.networking.x-k8s.io", "v1alpha2", "InferenceObjective", "inferenceobjectives",
                  "inferenceobjective", subresources=("status",), crd=True),
+    ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+                 "horizontalpodautoscaler", short_names=("hpa",), subresources=("status",)),
+    ResourceType("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", "scaledobject",
+                 short_names=("so",), subresources=("status",), crd=True),
 )
 BY_PATH: dict[tuple[str, str, str], ResourceType] = {(r.group, r.version, r.plural): r for r in RESOURCES}
 BY_KIND: dict[str, ResourceType] = {r.kind: r for r in RESOURCES}

@@ -205,6 +205,26 @@ class Printer:
         return [last, o.get("type", ""), o.get("reason", ""), target, inv.get("fieldPath", ""), source,
                 str(o.get("message", "")).strip(), first, count, o["metadata"]["name"]]
 
+    def hpa(self, o: Obj) -> list[Cell]:
+        """pkg/printers/internalversion printHorizontalPodAutoscaler (Pods metrics: `<current>/<target>`)."""
+        spec, status = o.get("spec") or {}, o.get("status") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        current = {((m.get("pods") or {}).get("metric") or {}).get("name"): (m.get("pods") or {}).get("current", {})
+                   for m in status.get("currentMetrics") or [] if m.get("type") == "Pods"}
+        targets = []
+        for m in spec.get("metrics") or []:
+            if m.get("type") != "Pods":
+                targets.append("<unknown>")
+                continue
+            name = ((m.get("pods") or {}).get("metric") or {}).get("name")
+            want = ((m.get("pods") or {}).get("target") or {}).get("averageValue", "")
+            now = (current.get(name) or {}).get("averageValue", "<unknown>")
+            targets.append(f"{now}/{want}")
+        lo = spec.get("minReplicas")
+        return [o["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}",
+                ", ".join(targets) or "<none>", "<unset>" if lo is None else str(lo), int(spec.get("maxReplicas") or 0),
+                int(status.get("currentReplicas") or 0), self.age(o)]
+
     def default(self, o: Obj) -> list[Cell]:
         """A custom resource without printer columns: Name and the `date` column Age, printed as an age."""
         return [o["metadata"]["name"], self.age(o)]
@@ -304,12 +324,26 @@ COLUMNS: dict[str, list[Obj]] = {
               _col("First Seen", priority=1, description="The time at which the event was first recorded."),
               _col("Count", priority=1, description="The number of times this event has occurred."),
               _col("Name", priority=1, fmt="name", description=NAME_DOC)],
+    "HorizontalPodAutoscaler": [
+        _col("Name", fmt="name", description=NAME_DOC),
+        _col("Reference", description="reference to scaled resource; horizontal pod autoscaler will learn the current "
+                                      "resource consumption and will set the desired number of pods by using its "
+                                      "Scale subresource."),
+        _col("Targets", description="metrics contains the specifications for which to use to calculate the desired "
+                                    "replica count (the maximum replica count across all metrics will be used)."),
+        _col("MinPods", description="minReplicas is the lower limit for the number of replicas to which the "
+                                    "autoscaler can scale down."),
+        _col("MaxPods", "integer", "maxReplicas is the upper limit for the number of replicas to which the "
+                                   "autoscaler can scale up."),
+        _col("Replicas", "integer", "currentReplicas is current number of replicas of pods managed by this "
+                                    "autoscaler, as last seen by the autoscaler."),
+        _col("Age", description=AGE_DOC)],
 }
 DEFAULT_COLUMNS = [_col("Name", fmt="name", description=NAME_DOC), _col("Age", "date", AGE_DOC)]
 PRINTERS: dict[str, Callable[[Printer, Obj], list[Cell]]] = {
     "Node": Printer.node, "Deployment": Printer.deployment, "ReplicaSet": Printer.replicaset,
     "ConfigMap": Printer.configmap, "Namespace": Printer.namespace, "Lease": Printer.lease,
-    "PodDisruptionBudget": Printer.pdb, "Event": Printer.event,
+    "PodDisruptionBudget": Printer.pdb, "Event": Printer.event, "HorizontalPodAutoscaler": Printer.hpa,
 }
 
 
