@@ -33,6 +33,7 @@ from llm_oncall.incident_ids import FAULTS
 from llm_oncall.service.config import load
 from llm_oncall.service.leader import LeaderElector, LeaseFence
 from llm_oncall.sim import Fleet, FleetConfig
+from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
 kv = pytest.importorskip("kubernetes_validate")
@@ -148,7 +149,10 @@ def _drill_perms() -> dict[str, set[Perm]]:
             pass
 
     real_scenario = dact.scenario
-    runs = [(i, {}) for i in FAULTS] + [("kv-capacity", {"group_size": 2})]  # LeaderWorkerSet: its /scale
+    # kv-capacity's fleet has an HPA (scale-out raises its floor); without one, the workload's /scale is patched:
+    # on a Deployment and on a LeaderWorkerSet, each with and without an HPA
+    runs = [(i, {}) for i in FAULTS] + [("kv-capacity", {"group_size": 2}), ("kv-capacity", {"hpa": HpaConfig()}),
+                                        ("kv-capacity", {"group_size": 2, "hpa": HpaConfig()})]
     need: dict[str, set[Perm]] = defaultdict(set)
     mp = pytest.MonkeyPatch()
     try:

@@ -37,7 +37,7 @@ def test_every_section_the_diagnosis_the_action_and_three_kinds_of_items(kv_dril
     assert (out / "postmortem.html").is_file() and (out / "golden-signals.png").is_file()
     timeline = md.split("## Timeline (UTC)")[1].split("## Evidence")[0]
     assert re.search(r"\| diagnosis \| diagnosis: kv-capacity \(0\.9\)", timeline)
-    assert re.search(r"\| action \| action scale_out on Deployment/llm/vllm-llama-8b: executed", timeline)
+    assert re.search(r"\| action \| action scale_out on HorizontalPodAutoscaler/llm/vllm-llama-8b: executed", timeline)
     assert "first symptom in the telemetry" in timeline and "| recovery |" in timeline
     assert r["postmortem"] is not None
     kinds = {i["type"] for i in r["postmortem"]["action_items"]}

@@ -25,6 +25,7 @@ from tests.testkit import free_port, spawn_serve, start_sim, wait_for
 
 from llm_oncall.service.leader import RECORD
 from llm_oncall.sim import Fleet, scenario
+from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.sim.kubeapi.model import BY_KIND
 
 NS, DEP, LEASE = "llm", "vllm-llama-8b", "llm-oncall"
@@ -39,7 +40,8 @@ def _t(micro: str) -> float:
 def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(tmp_path: Path) -> None:
     # the onset comes after both replicas run (30 s of wall time at 30×): the follower has a baseline from before
     # the incident, as a replica of a long-running Deployment has
-    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=ONSET_S)
+    # no HPA: the scale-out is the /scale write the fault below hits
+    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=ONSET_S, hpa=HpaConfig())
     fleet = Fleet(cfg_, seed=3, fault=fault)
     sim, sd, kc = start_sim(fleet, SPEED, tmp_path)
     assert sim.kube is not None

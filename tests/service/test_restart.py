@@ -18,6 +18,7 @@ from tests.service.conftest import API, APPROVE, WEBHOOK, auth
 from tests.testkit import free_port, http_ok, spawn_serve, start_sim, wait_for
 
 from llm_oncall.sim import Fleet, scenario
+from llm_oncall.sim.autoscaler import HpaConfig
 
 NS, DEP = "llm", "vllm-llama-8b"
 
@@ -33,7 +34,8 @@ def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: Path) -> None:
-    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=120.0)
+    # no HPA: the scale-out is the /scale write the fault below hits
+    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=120.0, hpa=HpaConfig())
     fleet = Fleet(cfg_, seed=3, fault=fault)
     sim, sd, kc = start_sim(fleet, 30.0, tmp_path)
     assert sim.kube is not None

@@ -80,8 +80,9 @@ class ScaleOut:
             hpa = kube.get(a.target.kind, a.target.name, a.target.namespace)
             cur, hi = int(hpa["spec"].get("minReplicas", 1)), int(hpa["spec"]["maxReplicas"])
             floor = self._floor(hpa, a)
-            res: dict[str, Any] = {"minReplicas": {"from": cur, "to": max(cur, floor)}, "maxReplicas": hi,
-                                   "capped_by_maxReplicas": int(a.params["replicas"]) > hi}
+            res: dict[str, Any] = {"minReplicas": max(cur, floor), "from": cur, "maxReplicas": hi}
+            if int(a.params["replicas"]) > hi:
+                res["capped_by_maxReplicas"] = True
             if floor <= cur:
                 return {**res, "already": f"minReplicas is {cur} already"}
             body = {"metadata": {"resourceVersion": hpa["metadata"]["resourceVersion"]},
@@ -110,7 +111,7 @@ class ScaleOut:
         hpa = kube.get(a.target.kind, a.target.name, a.target.namespace)
         cur, old = int(hpa["spec"].get("minReplicas", 1)), int(a.revert["minReplicas"])
         done = a.result.get("minReplicas") if isinstance(a.result, dict) else None
-        mine = done.get("to") if isinstance(done, dict) else None
+        mine = done if isinstance(done, int) else None
         if cur == old:
             return {"reverted": True, "minReplicas": old, "already": True}
         if mine is not None and cur != mine:

@@ -1,12 +1,13 @@
 """A HorizontalPodAutoscaler on a per-pod average of a custom metric (e.g. vllm:num_requests_waiting).
 
 It decides as the HPA controller does (kubernetes pkg/controller/podautoscaler `reconcileAutoscaler`): replicas
-below `minReplicas` go straight to it and above `maxReplicas` straight to it (no behavior policy applies); otherwise
-the metric's ratio to its target (within a tolerance) recommends a count, scale-down is held to the highest
-recommendation of the stabilization window, an optional scale-up policy (`behavior.scaleUp`: at most N pods per
-period) limits growth, and the result is clamped to [min, max]. Its bounds are mutable: the API's
-`autoscaling/v2` HorizontalPodAutoscaler object (sim/kubeapi/autoscaling.py) is derived from them, and a write to
-that object sets them. All counts are in the workload's replicas (LeaderWorkerSet groups, not pods).
+below `minReplicas` go straight to it and above `maxReplicas` straight to it (no behavior policy applies);
+otherwise the metric's ratio to its target (within a tolerance) recommends a count, scale-down is held to the
+highest recommendation of its stabilization window and scale-up to the lowest of its own (if set), an optional
+scale-up policy (`behavior.scaleUp`: at most N pods per period) limits growth, and the result is clamped to
+[min, max]. Its bounds are mutable: the API's `autoscaling/v2` HorizontalPodAutoscaler object
+(sim/kubeapi/autoscaling.py) is derived from them, and a write to that object sets them. All counts are in the
+workload's replicas (LeaderWorkerSet groups, not pods).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class HpaConfig:
     scale_up_pods: int | None = None
     """`behavior.scaleUp.policies: [{type: Pods, value: N, periodSeconds: scale_up_period_s}]` (None: no policy)."""
     scale_up_period_s: float = 60.0
+    scale_up_stabilization_s: float = 0.0
+    """`behavior.scaleUp.stabilizationWindowSeconds`: scale up only to the lowest recommendation of the window."""
     keda: bool = False
     """The HPA is KEDA's: a ScaledObject (keda.sh/v1alpha1) owns it and sets its bounds."""
 
@@ -80,7 +83,8 @@ class Autoscaler:
         raw = current if abs(ratio - 1.0) <= cfg.tolerance else math.ceil(current * ratio)
         want = max(lo, min(hi, raw))
         self.history.append((t, want))
-        while self.history and self.history[0][0] < t - cfg.scale_down_stabilization_s:
+        while self.history and self.history[0][0] < t - max(cfg.scale_down_stabilization_s,
+                                                            cfg.scale_up_stabilization_s):
             self.history.popleft()
         limited = ("False", "DesiredWithinRange", "the desired count is within the acceptable range")
         if current < lo:
@@ -92,7 +96,10 @@ class Autoscaler:
         else:
             if want < current:
                 # scale down only to the highest recommendation of the stabilization window
-                want = min(current, max(w for _, w in self.history))
+                want = min(current, max(w for at, w in self.history if at >= t - cfg.scale_down_stabilization_s))
+            if want > current and cfg.scale_up_stabilization_s > 0:
+                # scale up only to the lowest recommendation of its stabilization window
+                want = max(current, min(w for at, w in self.history if at >= t - cfg.scale_up_stabilization_s))
             if want > current and cfg.scale_up_pods is not None:
                 while self.scale_ups and self.scale_ups[0][0] <= t - cfg.scale_up_period_s:
                     self.scale_ups.popleft()

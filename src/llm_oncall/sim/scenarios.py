@@ -35,11 +35,12 @@ def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfi
 
 def kv_capacity_hpa(cfg: FleetConfig) -> HpaConfig:
     """The HPA the kv-capacity runbook assumes on the workload: floor at today's size, ceiling at twice it, on
-    running requests per pod, and a cautious scale-up policy (one replica per five minutes: GPU pods are costly and
-    slow to start). It is too slow for a doubling of traffic: the emergency fix raises its floor."""
+    running requests per pod, with the cautious scale-up behaviour GPU pods get (they are costly and slow to
+    start): load must stay high for 10 minutes (scale-up stabilization window), then one replica per 5 minutes.
+    It is too slow for a doubling of traffic: the emergency fix raises its floor."""
     size = max(1, cfg.pods // max(1, cfg.group_size))
     return HpaConfig(enabled=True, min_replicas=size, max_replicas=2 * size, metric="vllm:num_requests_running",
-                     target_value=40.0, scale_up_pods=1, scale_up_period_s=300.0)
+                     target_value=40.0, scale_up_pods=1, scale_up_period_s=300.0, scale_up_stabilization_s=600.0)
 
 
 def _confounders(cfg: FleetConfig, rng: random.Random) -> FleetConfig:

@@ -5,8 +5,8 @@ The HPA is derived from the fleet's autoscaler (sim/autoscaler.py: its bounds, l
 conditions); a write to its `spec.minReplicas` / `spec.maxReplicas` sets the autoscaler's bounds, validated as
 kube-apiserver validates them, and the autoscaler's next sync acts on them. Under KEDA the ScaledObject is a
 stored object (as a user applied it) and the KEDA operator owns the HPA: it names it `keda-hpa-<scaledobject>`,
-sets its owner reference and labels, and on its next reconcile (the next instant of the fleet's clock) puts the
-ScaledObject's `minReplicaCount`/`maxReplicaCount` back into it — a direct write to KEDA's HPA does not last.
+sets its owner reference and labels, and on its next reconcile (the fleet's next tick: it watches the HPA) puts
+the ScaledObject's `minReplicaCount`/`maxReplicaCount` back into it — a direct write to KEDA's HPA does not last.
 """
 
 from __future__ import annotations
@@ -74,11 +74,11 @@ def scaled_object(fleet: Fleet) -> dict[str, Any]:
 
 
 class Keda:
-    """The KEDA operator: the ScaledObject's bounds into the fleet's autoscaler (its HPA), once per instant."""
+    """The KEDA operator: the ScaledObject's bounds into the fleet's autoscaler (its HPA) when the ScaledObject
+    changes or its HPA does; a deleted ScaledObject takes its HPA with it."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self.at: float | None = None
 
     def reconcile(self, store: dict[Key, dict[str, Any]], force: bool = False) -> dict[str, Any] | None:
         fleet = self.fleet
@@ -88,8 +88,7 @@ class Keda:
         if so is None:
             fleet.hpa.enabled = False  # KEDA deletes the HPA of a deleted ScaledObject
             return None
-        if force or self.at != fleet.now:
-            self.at = fleet.now
+        if force:
             spec = so.get("spec") or {}
             lo = max(1, int(spec.get("minReplicaCount", 0) or 0))
             hi = int(spec.get("maxReplicaCount", 100) or 100)
@@ -97,6 +96,13 @@ class Keda:
             if (lo, hi) != (fleet.hpa.min_replicas, fleet.hpa.max_replicas):
                 fleet.hpa.set_bounds(lo, hi)
         return so
+
+    def watch(self, store: dict[Key, dict[str, Any]]) -> None:
+        """KEDA watches the HPAs it owns: a change to one is reconciled on the fleet's next tick, before the HPA
+        controller can act on it."""
+        def run(_t: float) -> None:
+            self.reconcile(store, force=True)
+        self.fleet.schedule(self.fleet.now, run)
 
 
 def hpa(fleet: Fleet, so: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -120,8 +126,9 @@ def hpa(fleet: Fleet, so: dict[str, Any] | None) -> dict[str, Any] | None:
                                                          "averageValue": quantity(h.target_value)}}}]}
     if h.scale_up_pods is not None:
         spec["behavior"] = {
-            "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
-                {"type": "Pods", "value": h.scale_up_pods, "periodSeconds": int(h.scale_up_period_s)}]},
+            "scaleUp": {"stabilizationWindowSeconds": int(h.scale_up_stabilization_s), "selectPolicy": "Max",
+                        "policies": [{"type": "Pods", "value": h.scale_up_pods,
+                                      "periodSeconds": int(h.scale_up_period_s)}]},
             "scaleDown": {"stabilizationWindowSeconds": int(h.scale_down_stabilization_s), "selectPolicy": "Max",
                           "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]}}
     status: dict[str, Any] = {"observedGeneration": a.generation, "currentReplicas": replicas(fleet),

@@ -277,6 +277,8 @@ class KubeCluster:
             return new
         for fx in effects:
             fx()
+        if rt.kind == "HorizontalPodAutoscaler" and derived and self.fleet.cfg.hpa.keda:
+            self.keda.watch(self.store)
         self.writes += 1
         if derived:
             self._keep_meta(key, cur, new)
