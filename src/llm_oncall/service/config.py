@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from llm_oncall.probe.server import parse_duration
 
 Role = Literal["webhook", "api", "approve"]
-ROLES: tuple[str, ...] = ("webhook", "api", "approve")
+ROLES: tuple[str, ...] = ("webhook", "api", "approve", "override")
 
 
 class ConfigError(ValueError):
@@ -85,8 +85,10 @@ class AuthConfig(_Strict):
     webhook: list[str] = Field(default_factory=list)
     api: list[str] = Field(default_factory=list)
     approve: list[str] = Field(default_factory=list)
+    override: list[str] = Field(default_factory=list)
+    """Approvers who may approve a guard-blocked action, with a reason (audited); they also hold `approve`."""
 
-    @field_validator("webhook", "api", "approve")
+    @field_validator("webhook", "api", "approve", "override")
     @classmethod
     def _tokens(cls, v: list[str]) -> list[str]:
         for t in v:
