@@ -96,6 +96,11 @@ def decide(a: Action, plan: Plan, mode: Mode, policy: Policy, ledger: Ledger, no
     done = ledger.execution(a.idempotency_key)
     if done is not None and done["status"] == "executed":
         return Guard(allowed=False, why=f"already executed for this incident (idempotency key {a.idempotency_key})")
+    alt = a.params.get("instead_of")
+    instead = [x for x in plan.actions if alt and x.runbook_action == alt and x.status == "executed"]
+    if instead:
+        return Guard(allowed=False, why=f"the runbook's alternative to {alt}, which was executed "
+                                        f"({instead[0].kind} {instead[0].target.ref()}): not needed")
     blocked = _blocker(a, policy, ledger, now, nodes_total, nodes_cordoned, capacity, taken)
     override = (overrides or {}).get(a.id)
     if blocked is not None:

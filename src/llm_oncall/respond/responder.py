@@ -372,6 +372,9 @@ class Responder:
         first = not c.acted
         act.execute(p, approved=approved, recheck=self.recheck, diagnosis_age_s=age, only=pending,
                     overrides=overrides)
+        for a in p.actions:
+            if a.status in PENDING:  # what the executed ones changed (an alternative no longer needed)
+                a.guard = act.guard(p, a)
         self.ledger.save_plan(p.id, p.incident, p.to_json())
         for a in p.actions:
             if a.id in pending:

@@ -25,12 +25,12 @@ class Service:
         self.cfg = cfg
         self.log = log or Log(cfg.log_level)
         self.metrics = Metrics()
-        self.store = IncidentStore(cfg.db, busy_timeout_s=2.0)
-        self.ledger = Ledger(cfg.db)
         self.feed = sources.build(cfg)
+        self.store = IncidentStore(cfg.db, clock=self.feed.clock, busy_timeout_s=2.0)
+        self.ledger = Ledger(cfg.db, clock=self.feed.clock)
         policy = Policy.load(cfg.policy) if cfg.policy is not None else Policy()
         # "a diagnosis older than two scrape intervals is re-checked before execution" (the loop's interval)
-        policy.max_diagnosis_age_s = 2 * cfg.interval
+        policy.max_diagnosis_age_s = 2 * self.feed.interval_s
         actuator = None
         self.elector: LeaderElector | None = None
         if self.feed.kubeconfig is not None or cfg.in_cluster:
@@ -44,7 +44,8 @@ class Service:
                                              le.identity or default_identity(), le.duration_s, le.renew, self.log)
                 fence = LeaseFence(self.elector, policy, self.ledger)
                 self.elector.on_change.append(self._leader_changed)
-            actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve", fence=fence)
+            actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve", fence=fence,
+                                clock=self.feed.clock)
         else:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,

@@ -38,7 +38,7 @@ class _Strict(BaseModel):
 
 
 class SimSourceConfig(_Strict):
-    pods: int = Field(4, ge=1, le=64)
+    pods: int | None = Field(None, ge=1, le=64, description="default: the fault scenario's fleet (the drill's), else 4")
     fault: str | None = None
     at: float | None = Field(None, ge=0, description="fault onset, simulated seconds")
     seed: int = 0

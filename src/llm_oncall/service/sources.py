@@ -4,6 +4,7 @@ and a file_sd list re-read every round.  `Feed.rounds()` hands the autopilot wha
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,9 @@ class Feed:
     namespace: str | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     sim: Any = None
+    clock: Callable[[], float] = time.time
+    """The clock of the fleet the loop serves: the wall clock, or the simulator's own (it advances one step per
+    round, so cooldowns, verification windows and the diagnosis' age are counted in its time)."""
 
     def close(self) -> None:
         for c in reversed(self.closers):
@@ -58,10 +62,10 @@ def build(cfg: ServiceConfig) -> Feed:
 
         s = src.sim
         if s.fault is None:
-            fleet = Fleet(FleetConfig(pods=s.pods, rate_per_pod=s.rate_per_pod or 8.0, dcgm_custom_csv=True),
+            fleet = Fleet(FleetConfig(pods=s.pods or 4, rate_per_pod=s.rate_per_pod or 8.0, dcgm_custom_csv=True),
                           seed=s.seed)
         else:
-            over: dict[str, Any] = {"pods": s.pods}
+            over: dict[str, Any] = {} if s.pods is None else {"pods": s.pods}
             if s.at is not None:
                 over["at"] = s.at
             if s.rate_per_pod is not None:
@@ -73,7 +77,7 @@ def build(cfg: ServiceConfig) -> Feed:
         tmp = tempfile.TemporaryDirectory(prefix="llm-oncall-serve-")
         kc = server.write_kubeconfig(Path(tmp.name) / "kubeconfig")
         feed = Feed(SimSource(fleet, s.step, lock=cluster.lock), s.step, kubeconfig=kc,
-                    namespace=fleet.cfg.namespace, sim=fleet)
+                    namespace=fleet.cfg.namespace, sim=fleet, clock=lambda: fleet.cfg.epoch + fleet.now)
         feed.closers += [tmp.cleanup, server.stop]
         return feed
     if src.prometheus is not None:

@@ -46,7 +46,7 @@ class Watcher:
         self.interval_s = interval_s
         self.metrics = metrics
         self.log = log
-        self.responder = Responder(feed.source, feed.interval_s, store, ledger, actuator, mode, clock=time.time,
+        self.responder = Responder(feed.source, feed.interval_s, store, ledger, actuator, mode, clock=feed.clock,
                                    log=log, counters=_Counters(metrics), namespace=feed.namespace,
                                    resolve_after=resolve_after, replay=feed.replay, actor="llm-oncall-serve")
         self.lock = threading.RLock()
@@ -55,6 +55,7 @@ class Watcher:
         self.rounds = 0
         self.thread: threading.Thread | None = None
         self.policy_file: Path | None = None
+        self._last_wall: float | None = None
         self._policy_mtime: float | None = None
 
     # what the API and the service read
@@ -64,7 +65,8 @@ class Watcher:
 
     @property
     def last_wall(self) -> float | None:
-        return self.responder.last_at
+        """When (wall clock) the last diagnosis was made."""
+        return self._last_wall
 
     @property
     def mode(self) -> str:
@@ -105,7 +107,8 @@ class Watcher:
             t0 = time.monotonic()
             try:
                 self._reload_policy()
-                self.responder.round()
+                if self.responder.round() is not None:
+                    self._last_wall = time.time()
                 self._refresh_counts()
             except StoreError as exc:
                 self.metrics.loop_errors.inc()
