@@ -36,7 +36,8 @@ def test_a_single_line_with_a_bar_is_not_a_compose_prefix() -> None:
 def test_findings_keep_the_line_numbers_of_the_paste() -> None:
     text = ("I run the server in docker compose and after a while:\n\n```\n"
             "llama.cpp-gpu  | slot 0 is processing [task id: 812]\n"
-            "llama.cpp-gpu  | update_slots : failed to find free space in the KV cache, retrying with smaller n_batch = 256\n"
+            "llama.cpp-gpu  | update_slots : failed to find free space in the KV cache, "
+            "retrying with smaller n_batch = 256\n"
             "```\n")
     f = classify_text(text, "paste.md")
     assert f.category == "kv-pressure"
