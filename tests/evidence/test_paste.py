@@ -105,3 +105,19 @@ def test_paste_reader_never_raises_and_keeps_the_line_count(parts: list[str]) ->
     for q in p.quoted:
         assert 1 <= q.line <= max(1, len(p.lines))
     classify_text(text, "fuzz.md")
+
+
+def test_glued_function_words_and_no_false_positive_on_this_repository() -> None:
+    salad = ("I can' description for request, please of assistance with that and description of service. "
+             "description, can to to the change request information on assistance with information request, "
+             "-description of service andgetrequest andis_description of. request of a todescription andrequest. "
+             "request. description of torequest, of description, andrequest.")
+    assert "word_salad" in outputs.garbage(salad).reasons
+    root = Path(__file__).parents[2]
+    texts = [p.read_text(encoding="utf-8", errors="replace")
+             for p in [*sorted((root / "docs").glob("*.md")), *sorted((root / "src").rglob("*.py"))]]
+    for text in texts:
+        words = text.split()
+        for i in range(0, len(words), 150):
+            chunk = " ".join(words[i:i + 150])
+            assert "word_salad" not in outputs.garbage(chunk).reasons, chunk[:120]

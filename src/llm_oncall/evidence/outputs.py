@@ -159,7 +159,7 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
         scores["loop_repeats"] = float(loop[1])
     elif _word_loop(text) < 0.15 or _repeated_ngrams(text) >= REPEATED_NGRAM_SHARE:
         reasons.append("repetition")
-    if _function_word_share(text) >= FUNCTION_WORD_SALAD:
+    if _function_word_share(text) >= FUNCTION_WORD_SALAD or _glued_words(text) >= GLUED_WORDS:
         reasons.append("word_salad")
     specials = _SPECIAL.findall(text) + _ROLE.findall(text) + _NAMED_TOKEN.findall(text)
     reserved = [s for s in specials if _RESERVED.search(s)]
@@ -195,6 +195,29 @@ def _function_word_share(text: str) -> float:
     if len(words) < 25:
         return 0.0
     return sum(1 for w in words if w.lower() in _FUNCTION_WORDS) / len(words)
+
+
+GLUED_WORDS = 3
+
+
+def _glued_words(text: str) -> int:
+    """Words glued to a function word ("andrequest", "todescription") whose rest is a word of the same text:
+    a degenerate decoder drops the spaces between tokens it keeps repeating. At least 3 of them, and 2% of
+    the words, count."""
+    words = [w.lower() for w in re.findall(r"[A-Za-z]+", text[:MAX_TEXT])]
+    if len(words) < 25:
+        return 0
+    vocab = set(words)
+    glued = 0
+    for w in words:
+        if len(w) < 7:
+            continue
+        for fw in ("and", "the", "of", "to", "for", "with"):
+            rest = w[len(fw):]
+            if w.startswith(fw) and len(rest) >= 4 and rest in vocab:
+                glued += 1
+                break
+    return glued if glued / len(words) >= 0.02 else 0
 
 
 def is_garbage(prompt: str, answer: str) -> bool:
