@@ -3,6 +3,7 @@ text never read as an output, findings keep the paste's line numbers; it never r
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -121,3 +122,18 @@ def test_glued_function_words_and_no_false_positive_on_this_repository() -> None
         for i in range(0, len(words), 150):
             chunk = " ".join(words[i:i + 150])
             assert "word_salad" not in outputs.garbage(chunk).reasons, chunk[:120]
+
+
+def test_bench_evidence_by_source_cli(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from llm_oncall.cli.bench import app
+
+    corpus_dir = Path(__file__).parent / "real" / "fresh-2026-12b"
+    result = CliRunner().invoke(app, ["evidence", "--corpus", str(corpus_dir), "--by-source", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    by = out["by_source"]
+    assert by["only"]["samples"] == out["samples"] and by["shared"]["samples"] == 0  # a fresh set: one per thread
+    text = CliRunner().invoke(app, ["evidence", "--corpus", str(corpus_dir), "--by-source"], env={"COLUMNS": "200"})
+    assert "only sample of its thread" in text.output
