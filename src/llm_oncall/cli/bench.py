@@ -85,6 +85,9 @@ def bench_evidence(
                                                     "default: the repository's tests/evidence/real.")] = None,
     repeat: Annotated[int, typer.Option(help="Passes over the corpus for the files/s figure.", min=1)] = 1,
     misses: Annotated[bool, typer.Option("--misses", help="List the samples classified wrongly.")] = False,
+    by_source: Annotated[bool, typer.Option("--by-source", help="Accuracy apart for samples whose source thread "
+                                            "has other samples in the corpus and for the only sample of a "
+                                            "thread.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evidence classifier on real samples: per-class precision and recall, files per second."""
@@ -97,7 +100,7 @@ def bench_evidence(
     if not root.is_dir():
         raise fail(f"no such corpus directory: {root}")
     try:
-        result = be.run(root, repeat)
+        result = be.run(root, repeat, by_source=by_source)
     except CorpusError as exc:
         raise fail(str(exc)) from exc
     table = result.pop("table")
@@ -108,6 +111,13 @@ def bench_evidence(
     console.print(table, markup=False, highlight=False)
     console.print(f"accuracy {result['accuracy']:.3f}; unknown answers: {result['unknown_predictions']}; "
                   f"{result['files_per_s']:.0f} files/s")
+    if by_source:
+        for group, label in (("shared", "source thread shared with other samples"),
+                             ("only", "only sample of its thread")):
+            v = result["by_source"][group]
+            acc = "-" if v["accuracy"] is None else f"{v['accuracy']:.3f}"
+            console.print(f"{label}: {v['correct']}/{v['samples']} = {acc} ({v['threads']} threads)",
+                          markup=False, highlight=False)
     if misses:
         for m in result["misses"]:
             console.print(f"  {m['expected']} → {m['predicted']} ({m['kind']}, {m['confidence']:.2f}): {m['file']}",
