@@ -172,8 +172,33 @@ class Notifier:
         cap = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
         return float(cap / 2 + self.rng.uniform(0, cap / 2))
 
+    def _enrich(self, incident_id: str, ctx: Context) -> Context:
+        """Fill in from the store what the notes did not carry: the diagnosis, and the plan's actions when a note
+        gave only their ids (the store's `plan` event has kind, target, dry-run and guard)."""
+        plan = ctx.plan
+        need_plan = plan is not None and any(not isinstance(a, dict) for a in plan.get("actions") or [])
+        if ctx.diagnosis is not None and not need_plan:
+            return ctx
+        try:
+            inc = self.store.get(incident_id, timeline=need_plan)
+        except StoreError:
+            return ctx
+        if inc is None:
+            return ctx
+        out = replace(ctx)
+        if out.diagnosis is None and isinstance(inc.get("diagnosis"), dict):
+            out.diagnosis = inc["diagnosis"]
+        if need_plan and plan is not None:
+            for e in reversed(inc.get("timeline") or []):
+                d = e.get("detail")
+                if e.get("kind") == "plan" and isinstance(d, dict) and d.get("plan_id") == plan.get("plan_id") \
+                        and isinstance(d.get("actions"), list):
+                    out.plan = d
+                    break
+        return out
+
     def _deliver(self, client: httpx.Client, t: NotifyConfig, note: Note, ctx: Context) -> None:
-        message = notifiers.build(note, ctx, t.console_url or self.service_url)
+        message = notifiers.build(note, self._enrich(note.incident_id, ctx), t.console_url or self.service_url)
         body = notifiers.body(t, message, note.detail, self.service_url)
         if body is None:
             self.log.debug("notification not needed by this target", target=t.label, event=note.event)

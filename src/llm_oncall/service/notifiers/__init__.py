@@ -30,5 +30,6 @@ def body(target: NotifyConfig, m: Message, detail: dict[str, Any], service_url: 
         return mattermost.render(m)
     if target.kind == "pagerduty":
         assert target.routing_key is not None
-        return pagerduty.render(m, target.routing_key.get_secret_value(), {str(k): str(v) for k, v in (target.severities or {}).items()})
+        severities = {str(k): str(v) for k, v in (target.severities or {}).items()}
+        return pagerduty.render(m, target.routing_key.get_secret_value(), severities)
     return webhook.render(m, detail, f"{service_url}/api/v1/incidents/{quote(m.incident_id, safe='')}")

@@ -10,6 +10,11 @@ from urllib.parse import quote
 
 TOP_EVIDENCE = 3
 TOP_ACTIONS = 6
+TEXT_MAX = 1000
+TITLE_MAX = 200
+SUMMARY_MAX = 2000
+LINE_MAX = 400
+"""sizes every format respects before its own limits (a message is read on a phone, not a wall of text)"""
 
 
 @dataclass(frozen=True)
@@ -149,17 +154,17 @@ def build(note: Note, ctx: Context, console_base: str) -> Message:
     if len(actions) > TOP_ACTIONS:
         lines.append(f"… {len(actions) - TOP_ACTIONS} more")
     return Message(
-        incident_id=note.incident_id, event=note.event, text=note.text,
+        incident_id=note.incident_id, event=note.event, text=clip(note.text, TEXT_MAX),
         incident=str(d.get("incident") or note.detail.get("incident") or ""),
-        title=str(d.get("title") or ""), severity=str(d.get("severity") or "page"), status=ctx.status,
+        title=clip(str(d.get("title") or ""), TITLE_MAX), severity=str(d.get("severity") or "page"), status=ctx.status,
         link=console_link(console_base, note.incident_id),
         confidence=float(conf) if isinstance(conf, int | float) else None,
-        summary=str(d.get("summary") or ""),
+        summary=clip(str(d.get("summary") or ""), SUMMARY_MAX),
         runner_up=(f"{runner.get('incident')} ({float(runner.get('confidence') or 0):.0%})" if runner else ""),
-        scope=_scope(d),
-        evidence=tuple(_evidence_line(e) for e in (d.get("evidence") or [])[:TOP_EVIDENCE]),
+        scope=clip(_scope(d), LINE_MAX),
+        evidence=tuple(clip(_evidence_line(e), LINE_MAX) for e in (d.get("evidence") or [])[:TOP_EVIDENCE]),
         plan_id=str(plan.get("plan_id") or ""),
-        plan=tuple(lines + manual[:2]),
+        plan=tuple(clip(line, LINE_MAX) for line in lines + manual[:2]),
     )
 
 
