@@ -39,6 +39,8 @@ class Column:
     stack: bool = True
     """when it does not fit: below the row as `header: value`; False: dropped (noted under the table)"""
     style: str | None = None
+    quiet: tuple[str, ...] = ()
+    """values not worth a line of their own below a row (e.g. "ok"): shown in the table, skipped when stacked"""
 
 
 def _text(cell: Cell) -> Cell:
@@ -159,7 +161,7 @@ class FitTable:
             out.append(row_table((r[i] for i in kept), header=False))
             for i in stacked:
                 plain = _plain(r[i])
-                if plain is not None and plain.strip() in ("", "-", "–"):
+                if plain is not None and plain.strip() in ("", "-", "–", *self.columns[i].quiet):
                     continue
                 value = r[i]
                 if isinstance(value, Text) and "\n" in value.plain:

@@ -23,6 +23,10 @@ from llm_oncall.drills.runner import DrillResult
 from llm_oncall.drills.scoreboard import act_scoreboard, scoreboard
 from llm_oncall.drills.suite import SuiteReport, render_suite
 from llm_oncall.evidence.model import Finding
+from llm_oncall.signals.events import Event
+from llm_oncall.signals.gpu import GpuSnapshot
+from llm_oncall.signals.snapshot import FleetSnapshot, PodSnapshot, Snapshot
+from llm_oncall.signals.view import snapshot_table
 from llm_oncall.termtable import Column, FitTable
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -104,6 +108,25 @@ WATCH = [{"pods": n, "round_seconds": 0.012 * n / 10, "ingest_only_seconds": 0.0
           "telemetry_log_core_share": 0.0001, "diagnosis": "healthy"} for n in (10, 100, 1000)]
 
 
+def snapshot() -> Snapshot:
+    def pod(name: str, **kw: Any) -> PodSnapshot:
+        base: dict[str, Any] = {"up": True, "running": 12, "waiting": 41, "kv_usage": 0.99, "preemptions_per_s": 0.8,
+                                "requests_per_s": 11.6, "generation_tokens_per_s": 2210, "prefix_hit_rate": 0.62,
+                                "ttft_p99": 3.1, "itl_p99": 0.031, "e2e_p99": 14.2, "prompt_len_p99": 1830}
+        base.update(kw)
+        return PodSnapshot(name, {}, **base)
+    pods = (pod("vllm-7c9f-0"), pod("vllm-7c9f-1", waiting=38, restarts=1),
+            pod("vllm-7c9f-2", up=False, error="connect timeout after 2.0 s (10.0.3.14:8000)", running=None,
+                waiting=None, kv_usage=None))
+    fleet = FleetSnapshot(3, 2, running=24, waiting=79, kv_usage_max=0.99, preemptions_per_s=1.6, requests_per_s=23.2,
+                          generation_tokens_per_s=4420, prefix_hit_rate=0.62, ttft_p99=3.1, itl_p99=0.031,
+                          e2e_p99=14.2, prompt_len_p99=1830, restarts=1)
+    gpus = (GpuSnapshot("node-a", "0", None, "vllm-7c9f-0", util_percent=97, xid_last=0, ecc_sbe_increase=0,
+                        ecc_dbe_increase=0, row_remap_pending=0, row_remap_failure=0, nvlink_crc_increase=0),)
+    events = (Event(120, "deploy", "vllm 0.32.0 → 0.32.1 (canary 10%), image registry.example.com/vllm:0.32.1"),)
+    return Snapshot(420.0, 60.0, pods, fleet, gpus, events)
+
+
 class Tee:
     """render_suite prints to a console: capture it at a width."""
 
@@ -126,6 +149,7 @@ TABLES: dict[str, Any] = {
     "act_plan": lambda: plan_table(PLAN),
     "evidence_classify": lambda: render_table(FINDINGS),
     "bench_watch": lambda: watch_table(WATCH, 15.0),
+    "diagnose_snapshot": lambda: snapshot_table(snapshot()),
     "bench_evidence": lambda: evidence_table({"nccl-timeout": {"n": 12, "predicted": 11, "precision": 1.0,
                                                                "recall": 0.917},
                                               "benign": {"n": 40, "predicted": 41, "precision": 0.976,
