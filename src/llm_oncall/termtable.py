@@ -206,3 +206,26 @@ class FitTable:
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement(min(options.max_width, 20), options.max_width)
+
+
+class FirstFit:
+    """Several layouts of the same data, widest first: the first that fits whole at the width (no column stacked or
+    dropped) is printed, else the last (e.g. a confusion matrix, and one row per class for a narrow terminal)."""
+
+    def __init__(self, *tables: FitTable) -> None:
+        if not tables:
+            raise ValueError("FirstFit needs at least one table")
+        self.tables = tables
+
+    def choose(self, console: Console, options: ConsoleOptions, width: int) -> FitTable:
+        for t in self.tables[:-1]:
+            _, stacked, dropped = t.plan(console, options, width)
+            if not stacked and not dropped:
+                return t
+        return self.tables[-1]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.choose(console, options, options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(min(options.max_width, 20), options.max_width)

@@ -186,6 +186,13 @@ def test_no_line_wider_than_the_terminal(name: str, width: int) -> None:
     assert_fits(suite_text(width), width, "drill suite")
 
 
+def test_confusion_matrix_where_it_fits_one_row_per_class_where_not() -> None:
+    wide, narrow = suite_text(160), suite_text(80)
+    assert "Confusion matrix (rows: injected, columns: diagnosed)" in wide and "diagnosed instead" not in wide
+    assert "Confusion matrix" not in narrow
+    assert "│ kv-capacity │   1/2 │    50% │      100% │ long-context-starvation 1 │" in narrow
+
+
 def test_columns_are_dropped_and_stacked_by_priority() -> None:
     t = FitTable(Column("id", no_wrap=True), Column("a", no_wrap=True, priority=1),
                  Column("b", no_wrap=True, priority=2, stack=False), Column("note", min_width=20, priority=3))

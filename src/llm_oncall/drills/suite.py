@@ -31,7 +31,7 @@ from llm_oncall.drills.runner import INTERVAL_S, DrillResult, run_one
 from llm_oncall.drills.simsource import SimSource
 from llm_oncall.sim import Fleet, FleetConfig, lifecycle
 from llm_oncall.sim.autoscaler import HpaConfig
-from llm_oncall.termtable import Column, FitTable
+from llm_oncall.termtable import Column, FirstFit, FitTable
 
 ProgressFn = Callable[[Scenario, DrillResult], None]
 
@@ -256,9 +256,35 @@ def _fmt(v: float | None, spec: str = ".2f") -> str:
     return "–" if v is None else format(v, spec)
 
 
-def confusion_table(report: SuiteReport) -> FitTable:
-    """The confusion matrix one row per injected class: how many, how many right, recall and precision, and what
-    the others were diagnosed as — the off-diagonal cells, readable at any width (`--json` has the matrix)."""
+def confusion_table(report: SuiteReport) -> FirstFit:
+    """The confusion matrix where it fits; in a narrow terminal the same numbers one row per injected class: how
+    many, how many right, recall, precision and what the others were diagnosed as (the off-diagonal cells)."""
+    return FirstFit(confusion_matrix(report), confusion_rows(report))
+
+
+def confusion_matrix(report: SuiteReport) -> FitTable:
+    classes = report.classes()
+    per = report.per_class()
+    cm = FitTable(Column("injected \\ diagnosed", no_wrap=True),
+                  *[Column(ABBREV.get(c, c), justify="right", no_wrap=True) for c in classes],
+                  Column("recall", justify="right", no_wrap=True),
+                  title="Confusion matrix (rows: injected, columns: diagnosed)")
+    for a in classes:
+        row = report.confusion.get(a, {})
+        if not sum(row.values()):
+            continue
+        cells = []
+        for c in classes:
+            n = row.get(c, 0)
+            cells.append(Text(str(n), style="green" if a == c else ("bold red" if n else "dim")))
+        recall = per[a]["recall"]
+        cm.add_row(a, *cells, _fmt(recall if isinstance(recall, float) else None, ".0%"))
+    prec = [_fmt(p if isinstance(p := per[c]["precision"], float) else None, ".0%") for c in classes]
+    cm.add_row(Text("precision", style="italic"), *prec, "")
+    return cm
+
+
+def confusion_rows(report: SuiteReport) -> FitTable:
     per = report.per_class()
     t = FitTable(Column("injected", no_wrap=True), Column("right", justify="right", no_wrap=True),
                  Column("recall", justify="right", no_wrap=True), Column("precision", justify="right", no_wrap=True,
