@@ -146,6 +146,27 @@ def test_the_caller_never_blocks_and_a_full_queue_is_counted(store: IncidentStor
     assert "the queue is full" in log.getvalue()
 
 
+def test_a_changed_diagnosis_is_read_from_the_store(store: IncidentStore, receivers: list[Receiver]) -> None:
+    rec = Receiver("slack")
+    receivers.append(rec)
+    iid = store.open_incident("kv-capacity", "t")
+    first = diagnosis()
+    second = {**diagnosis(summary="Long prompts hold the KV cache: p99 prompt tokens ×11"),
+              "incident": "long-context-starvation", "title": "Long-context starvation", "confidence": 0.8}
+    store.set_diagnosis(iid, first)
+    n, _ = make(store, [{"kind": "slack", "url": rec.url}])
+    n(iid, "opened", "kv-capacity paged", {"diagnosis": first})
+    wait_for(lambda: len(rec.bodies) == 1, 10, "the opened message")
+    store.set_diagnosis(iid, second)  # the loop stores it, then notifies with its name only
+    n(iid, "diagnosis", "diagnosis: long-context-starvation (80%)",
+      {"incident": "long-context-starvation", "confidence": 0.8})
+    wait_for(lambda: len(rec.bodies) == 2, 10, "the diagnosis message")
+    n.stop()
+    text = json.dumps(rec.bodies[1])
+    assert "Long-context starvation" in text and "p99 prompt tokens" in text and "80%" in text
+    assert "KV-cache capacity exhausted" not in text  # not the first diagnosis' title
+
+
 def test_retry_after_parsing() -> None:
     assert retry_after_seconds("7") == 7.0
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0

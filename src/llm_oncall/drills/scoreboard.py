@@ -46,7 +46,7 @@ def act_scoreboard(results: Sequence[Any]) -> FitTable:
         Column("diagnosed as", no_wrap=True),
         Column("", justify="center", no_wrap=True),
         Column("recovered", justify="right", no_wrap=True),
-        Column("actions", min_width=30, priority=1),
+        Column("actions", min_width=44, priority=1),
         Column("postmortem", priority=2),
         title=f"Drill --act: {ok}/{len(results)} diagnosed and recovered")
     for r in results:

@@ -85,6 +85,8 @@ class Context:
         d = note.detail
         if isinstance(d.get("diagnosis"), dict):
             self.diagnosis = d["diagnosis"]
+        elif note.event == "diagnosis":
+            self.diagnosis = None  # a new diagnosis the note only names: the notifier reads it from the store
         if isinstance(d.get("plan"), dict):
             self.plan = d["plan"]
         elif d.get("plan_id") and (self.plan is None or self.plan.get("plan_id") != d["plan_id"]):
@@ -145,7 +147,7 @@ def _scope(d: dict[str, Any]) -> str:
 def build(note: Note, ctx: Context, console_base: str) -> Message:
     d = ctx.diagnosis or {}
     runner = d.get("runner_up") if isinstance(d.get("runner_up"), dict) else None
-    conf = d.get("confidence", note.detail.get("confidence"))
+    conf = note.detail.get("confidence", d.get("confidence"))
     plan = ctx.plan or {}
     actions = plan.get("actions") or []
     manual = [f"manual: {m.get('action', '?')}: {m.get('text', '')}" for m in plan.get("manual") or []
@@ -155,7 +157,7 @@ def build(note: Note, ctx: Context, console_base: str) -> Message:
         lines.append(f"… {len(actions) - TOP_ACTIONS} more")
     return Message(
         incident_id=note.incident_id, event=note.event, text=clip(note.text, TEXT_MAX),
-        incident=str(d.get("incident") or note.detail.get("incident") or ""),
+        incident=str(note.detail.get("incident") or d.get("incident") or ""),
         title=clip(str(d.get("title") or ""), TITLE_MAX), severity=str(d.get("severity") or "page"), status=ctx.status,
         link=console_link(console_base, note.incident_id),
         confidence=float(conf) if isinstance(conf, int | float) else None,
