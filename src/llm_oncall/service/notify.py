@@ -234,7 +234,7 @@ class Notifier:
         self._outcome(outcome)
         try:
             self.store.event(note.incident_id, "notification", "notify", detail)
-        except StoreError as exc:
-            self.log.error("cannot record the notification", error=str(exc), **detail)
+        except Exception as exc:  # locked, or closed at shutdown: the log line below still has it
+            self.log.error("cannot record the notification", error=f"{type(exc).__name__}: {exc}", **detail)
         (self.log.info if outcome == "sent" else self.log.warning)("notification", **detail,
                                                                    incident_id=note.incident_id)
