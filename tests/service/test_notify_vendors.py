@@ -50,6 +50,8 @@ def notes(diag: dict[str, Any] | None = None) -> list[Note]:
             Note(IID, "plan", "plan p-1: scale_out, gateway_cap_max_tokens (approve mode)",
                  {"plan_id": "p-1", "plan": PLAN}),
             Note(IID, "action", "scale_out deployment/llm/vllm: executed", {"action_id": "a-1", "status": "executed"}),
+            Note(IID, "effect", "expected effect of scale_out deployment/llm/vllm: unknown (cold pods)",
+                 {"incident": "unknown", "action_id": "a-1"}),
             Note(IID, "status", "mitigated: queue back", {"status": "mitigated"}),
             Note(IID, "status", "resolved", {"status": "resolved"})]
 
@@ -92,6 +94,16 @@ def test_messages_carry_diagnosis_evidence_plan_and_link(kind: str) -> None:
     assert "waiting queue 326" in opened and "long-context-starvation" in opened
 
 
+@pytest.mark.parametrize("kind", ["slack", "teams", "mattermost", "webhook"])
+def test_an_effect_keeps_the_incidents_name(kind: str) -> None:
+    by_event = {n.event: b for n, b in bodies(kind, notes()) if b is not None}
+    effect = json.dumps(by_event["effect"])
+    assert "expected effect of scale_out" in effect and "kv-capacity" in effect
+    assert "unknown: " not in effect and "[unknown]" not in effect
+    plan = json.dumps(by_event["plan"])
+    assert "guard: allowed" in plan and "guard: blocked (cooldown until 12:10)" in plan
+
+
 def test_schemas_accept_the_vendors_examples_and_refuse_broken_bodies() -> None:
     # the checks can fail: the vendors' own examples pass, a broken copy of each does not
     pd = pagerduty_example()
@@ -119,7 +131,7 @@ def test_pagerduty_trigger_resolve_and_dedup_key() -> None:
     sent = bodies("pagerduty", notes())
     actions = [(n.event, b["event_action"] if b else None) for n, b in sent]
     assert actions == [("opened", "trigger"), ("diagnosis", "trigger"), ("plan", "trigger"), ("action", None),
-                       ("status", None), ("status", "resolve")]
+                       ("effect", None), ("status", None), ("status", "resolve")]
     assert {b["dedup_key"] for _, b in sent if b} == {IID}
     opened = sent[0][1]
     assert opened is not None

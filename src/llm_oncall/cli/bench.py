@@ -133,7 +133,7 @@ class _ServeRound:
 
     @property
     def pilot(self) -> Autopilot:
-        return self.watcher.pilot
+        return self.watcher.responder.pilot
 
     @property
     def last(self) -> Diagnosis | None:

@@ -28,7 +28,7 @@ from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.drills.calibration import Answer, brier, reliability
 from llm_oncall.drills.generator import CLASSES, HEALTHY, HEALTHY_AFTER_S, Scenario, generate
 from llm_oncall.drills.runner import INTERVAL_S, DrillResult, run_one
-from llm_oncall.drills.simsource import SimSource
+from llm_oncall.respond.simsource import SimSource
 from llm_oncall.sim import Fleet, FleetConfig, lifecycle
 from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.termtable import Column, FirstFit, FitTable

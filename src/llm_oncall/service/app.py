@@ -49,10 +49,11 @@ class Service:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,
                                self.log, cfg.resolve_after)
+        self.watcher.policy_file = cfg.policy
         self.telemetry = TelemetryLog(cfg.db)
-        self.watcher.telemetry = self.telemetry
+        self.watcher.responder.telemetry = self.telemetry
         if self.elector is not None:
-            self.watcher.is_leader = self.elector.is_leader
+            self.watcher.set_leader(self.elector.is_leader)
         self.metrics.leader.set(0 if self.elector is not None else 1)
         host, port = cfg.host_port
         self.httpd = api.make_server(self, host, port)
@@ -61,7 +62,7 @@ class Service:
         self.stopped = threading.Event()
         self.notifier = Notifier(cfg.notify, self.store, self.log, self.url,
                                  on_outcome=lambda o: self.metrics.notifications.labels(o).inc())
-        self.watcher.notify = self.notifier
+        self.watcher.set_notify(self.notifier)
 
     @property
     def url(self) -> str:
@@ -128,12 +129,14 @@ class Service:
                 **({"identity": self.elector.identity, "holder": self.elector.holder}
                    if self.elector is not None else {})}
 
-    def find_action(self, action_id: str) -> tuple[str, str] | None:
-        """(incident id, plan id) of the open incident whose plan holds this action."""
-        active = self.store.active()
-        if active is None or not active.get("plan_id"):
-            return None
-        body = self.ledger.plan(active["plan_id"])
-        if body is None or not any(a["id"] == action_id for a in body["actions"]):
-            return None
-        return str(active["id"]), str(active["plan_id"])
+    def find_action(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """(incident, action as planned: its guard verdict included) of the incident whose plan holds this action;
+        the newest incident first."""
+        for inc in self.store.incidents():
+            if not inc.get("plan_id"):
+                continue
+            body = self.ledger.plan(inc["plan_id"])
+            action = next((a for a in (body or {}).get("actions", []) if a["id"] == action_id), None)
+            if action is not None:
+                return inc, action
+        return None

@@ -14,7 +14,7 @@ from llm_oncall.probe.server import parse_duration
 from llm_oncall.service import secrets
 
 Role = Literal["webhook", "api", "approve"]
-ROLES: tuple[str, ...] = ("webhook", "api", "approve")
+ROLES: tuple[str, ...] = ("webhook", "api", "approve", "override")
 
 
 class ConfigError(ValueError):
@@ -87,8 +87,10 @@ class AuthConfig(_Strict):
     webhook: list[str] = Field(default_factory=list)
     api: list[str] = Field(default_factory=list)
     approve: list[str] = Field(default_factory=list)
+    override: list[str] = Field(default_factory=list)
+    """Approvers who may approve a guard-blocked action, with a reason (audited); they also hold `approve`."""
 
-    @field_validator("webhook", "api", "approve")
+    @field_validator("webhook", "api", "approve", "override")
     @classmethod
     def _tokens(cls, v: list[str]) -> list[str]:
         for t in v:
@@ -101,7 +103,7 @@ class AuthConfig(_Strict):
 
 
 NOTIFY_KINDS: tuple[str, ...] = ("webhook", "slack", "teams", "mattermost", "pagerduty")
-NOTIFY_EVENTS: tuple[str, ...] = ("opened", "diagnosis", "plan", "action", "status")
+NOTIFY_EVENTS: tuple[str, ...] = ("opened", "diagnosis", "plan", "action", "effect", "status")
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
@@ -131,7 +133,7 @@ class NotifyConfig(_Strict):
                                           "or {file: PATH} / {env: NAME}")
     console_url: str | None = Field(None, description="the console's public base URL: messages link to "
                                     "{console_url}/incidents/{id}; default: the service's own URL")
-    events: list[Literal["opened", "diagnosis", "plan", "action", "status"]] | None = Field(
+    events: list[Literal["opened", "diagnosis", "plan", "action", "effect", "status"]] | None = Field(
         None, description="only these events (default: all; pagerduty: opened, diagnosis, plan, status)")
     severities: dict[Literal["page", "warn", "none"], Literal["critical", "error", "warning", "info"]] | None = \
         Field(None, description="pagerduty: the diagnosis severity → PagerDuty severity (default page→critical, "

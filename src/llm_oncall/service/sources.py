@@ -9,62 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_oncall.probe.golden import GoldenProber, probe_fleet, record_fleet
 from llm_oncall.service.config import ServiceConfig
-from llm_oncall.signals.events import Event
 from llm_oncall.signals.prometheus import PrometheusSource
 from llm_oncall.signals.scrape import ScrapeSource
-from llm_oncall.signals.source import Batch, Observation, Source, Target, parse_for
+from llm_oncall.signals.source import Batch, Source
 from llm_oncall.signals.targets import parse_target, read_file_sd
-
-
-class ServiceSimSource:
-    """The simulated fleet advanced by `step_s` virtual seconds per round (same surfaces as drills' SimSource)."""
-
-    def __init__(self, fleet: Any, step_s: float, lock: Any) -> None:
-        self.fleet = fleet
-        self.step_s = step_s
-        self.lock = lock
-        self._prober: GoldenProber | None = None
-        self._events_seen = 0
-
-    def collect(self) -> Batch:
-        with self.lock:
-            return self._collect()
-
-    def _collect(self) -> Batch:
-        fleet = self.fleet
-        fleet.advance(fleet.now + self.step_s)
-        t = fleet.now
-        batch = Batch()
-
-        def obs(target: Target, text: str | None) -> Observation:
-            if text is None:
-                return Observation(target, t, None, "connection refused")
-            return Observation(target, t, parse_for(target.kind, text), None)
-
-        for name, labels in fleet.targets().items():
-            batch.observations.append(obs(Target(name, None, "vllm", labels), fleet.render_metrics(name)))
-            lines = fleet.new_log_lines(name)
-            if lines:
-                batch.logs[f"{name}/logs.txt"] = lines
-        for node in fleet.nodes():
-            batch.observations.append(obs(Target(node, None, "dcgm", {"node": node}), fleet.render_dcgm(node)))
-            kernel = fleet.new_kernel_log_lines(node)
-            if kernel:
-                batch.logs[f"{node}/kern.log"] = kernel
-        batch.observations.append(obs(Target("gateway", None, "gateway"), fleet.render_gateway()))
-        if self._prober is None:
-            self._prober = GoldenProber(record_fleet(fleet))
-        batch.observations.append(obs(Target("golden-prober", None, "prober"), probe_fleet(fleet, self._prober)))
-        batch.observations.append(obs(Target("kube-state-metrics", None, "kube"), fleet.render_kube_state()))
-        for e in fleet.events_since(self._events_seen):
-            try:
-                batch.events.append(Event.from_json(e))
-            except ValueError as exc:
-                batch.problems.append(str(exc))
-        self._events_seen = fleet.events_recorded
-        return batch
 
 
 class FileSdSource:
@@ -103,6 +52,7 @@ def build(cfg: ServiceConfig) -> Feed:
     src = cfg.source
     timeout = min(10.0, max(0.5, cfg.interval * 0.8))
     if src.sim is not None:
+        from llm_oncall.respond.simsource import SimSource
         from llm_oncall.sim import Fleet, FleetConfig, scenario
         from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
@@ -122,7 +72,7 @@ def build(cfg: ServiceConfig) -> Feed:
         server = KubeApiServer(cluster).start()
         tmp = tempfile.TemporaryDirectory(prefix="llm-oncall-serve-")
         kc = server.write_kubeconfig(Path(tmp.name) / "kubeconfig")
-        feed = Feed(ServiceSimSource(fleet, s.step, cluster.lock), s.step, kubeconfig=kc,
+        feed = Feed(SimSource(fleet, s.step, lock=cluster.lock), s.step, kubeconfig=kc,
                     namespace=fleet.cfg.namespace, sim=fleet)
         feed.closers += [tmp.cleanup, server.stop]
         return feed

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from llm_oncall.service.config import NotifyConfig
+from llm_oncall.service.config import NOTIFY_EVENTS, NotifyConfig
 from llm_oncall.service.notifiers import mattermost, pagerduty, slack, teams, webhook
 from llm_oncall.service.notifiers.message import Context, Message, Note, build, console_link
 
 __all__ = ["Context", "Message", "Note", "body", "build", "console_link", "wants"]
 
-ALL_EVENTS = ("opened", "diagnosis", "plan", "action", "status")
+ALL_EVENTS = NOTIFY_EVENTS
 
 
 def wants(target: NotifyConfig, event: str) -> bool:

@@ -23,7 +23,7 @@ class Note:
 
     incident_id: str
     event: str
-    """opened | diagnosis | plan | action | status"""
+    """opened | diagnosis | plan | action | effect | status"""
     text: str
     detail: dict[str, Any]
 
@@ -119,8 +119,10 @@ def _action_line(a: Any, statuses: dict[str, str]) -> str:
     if isinstance(dry, dict):
         line += f" — dry-run {'ok' if dry.get('ok') else 'FAILED'}"
     if isinstance(guard, dict):
-        line += f"; guard: {'allowed' if guard.get('allowed') else 'blocked'}"
-        if not guard.get("allowed") and guard.get("why"):
+        verdict = "allowed" if guard.get("allowed") else \
+            "awaiting approval" if guard.get("approvable") or a.get("approvable") else "blocked"
+        line += f"; guard: {verdict}"
+        if verdict == "blocked" and guard.get("why"):
             line += f" ({guard['why']})"
     status = statuses.get(str(a.get("id", "")))
     if status:
@@ -147,7 +149,9 @@ def _scope(d: dict[str, Any]) -> str:
 def build(note: Note, ctx: Context, console_base: str) -> Message:
     d = ctx.diagnosis or {}
     runner = d.get("runner_up") if isinstance(d.get("runner_up"), dict) else None
-    conf = note.detail.get("confidence", d.get("confidence"))
+    # a "diagnosis" note names the new diagnosis; other notes' `incident` may be something else (an effect's symptom)
+    own = note.detail if note.event == "diagnosis" else {}
+    conf = own.get("confidence", d.get("confidence"))
     plan = ctx.plan or {}
     actions = plan.get("actions") or []
     manual = [f"manual: {m.get('action', '?')}: {m.get('text', '')}" for m in plan.get("manual") or []
@@ -157,7 +161,7 @@ def build(note: Note, ctx: Context, console_base: str) -> Message:
         lines.append(f"… {len(actions) - TOP_ACTIONS} more")
     return Message(
         incident_id=note.incident_id, event=note.event, text=clip(note.text, TEXT_MAX),
-        incident=str(note.detail.get("incident") or d.get("incident") or ""),
+        incident=str(own.get("incident") or d.get("incident") or note.detail.get("incident") or ""),
         title=clip(str(d.get("title") or ""), TITLE_MAX), severity=str(d.get("severity") or "page"), status=ctx.status,
         link=console_link(console_base, note.incident_id),
         confidence=float(conf) if isinstance(conf, int | float) else None,
