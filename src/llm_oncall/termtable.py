@@ -55,6 +55,11 @@ def _plain(cell: Cell) -> str | None:
     return None
 
 
+def _filled(cell: Cell) -> bool:
+    plain = _plain(cell)
+    return plain is None or bool(plain.strip())
+
+
 class FitTable:
     """A Rich renderable: `console.print(FitTable(...))` lays it out for `console.width`."""
 
@@ -97,7 +102,9 @@ class FitTable:
     def plan(self, console: Console, options: ConsoleOptions, width: int) -> tuple[list[int], list[int], list[int]]:
         """Indices of the columns kept in the table, stacked below rows, and dropped, for this width."""
         need = [self._widths(console, options, i)[1] for i in range(len(self.columns))]
-        kept = list(range(len(self.columns)))
+        # an optional column with nothing in it takes no room (and needs no note)
+        kept = [i for i in range(len(self.columns)) if i == 0 or self.columns[i].priority == 0 or not self.rows
+                or any(_filled(r[i]) for r in self.rows)]
         stacked: list[int] = []
         dropped: list[int] = []
 

@@ -207,6 +207,14 @@ def test_columns_are_dropped_and_stacked_by_priority() -> None:
     assert "note: w w w" in text and "not shown at 55 columns: b" in text and "z" not in text
 
 
+def test_an_empty_optional_column_takes_no_room() -> None:
+    t = FitTable(Column("id", no_wrap=True), Column("essential"), Column("postmortem", priority=2))
+    t.add_row("kv-capacity", "", "")
+    t.add_row("gpu-ecc", "", "")
+    text = render(t, 80)
+    assert "essential" in text and "postmortem" not in text
+
+
 def test_a_wrapping_column_is_never_squeezed() -> None:
     t = FitTable(Column("id", no_wrap=True), Column("evidence", min_width=30))
     t.add_row("kv-capacity", "waiting queue 326 (40.8 per pod); KV-cache usage 100% (median pod 82%)")
