@@ -107,19 +107,19 @@ NOTIFY_EVENTS: tuple[str, ...] = ("opened", "diagnosis", "plan", "action", "effe
 PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
-def _http_url(v: str, what: str, path_ok: bool = True) -> str:
+def _http_url(v: str, path_ok: bool = True) -> str:
     """An absolute http(s) URL with a host: no spaces or control characters, a valid port."""
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in v):
-        raise ValueError(f"{what}: the URL contains spaces or control characters")
+        raise ValueError("the URL contains spaces or control characters")
     parts = urlsplit(v)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{what}: expected an http:// or https:// URL with a host")
+        raise ValueError("expected an http:// or https:// URL with a host")
     try:
         parts.port  # noqa: B018 — raises on a port out of range or not a number
     except ValueError:
-        raise ValueError(f"{what}: invalid port") from None
+        raise ValueError("invalid port") from None
     if not path_ok and (parts.query or parts.fragment):
-        raise ValueError(f"{what}: expected a base URL without ?query or #fragment")
+        raise ValueError("expected a base URL without ?query or #fragment")
     return v
 
 
@@ -146,29 +146,29 @@ class NotifyConfig(_Strict):
     @field_validator("url", mode="before")
     @classmethod
     def _url_secret(cls, v: Any) -> Any:
-        return None if v is None else secrets.resolve(v, "url")
+        return None if v is None else secrets.resolve(v, "")  # the error's location names the key
 
     @field_validator("routing_key", mode="before")
     @classmethod
     def _key_secret(cls, v: Any) -> Any:
-        return None if v is None else secrets.resolve(v, "routing_key")
+        return None if v is None else secrets.resolve(v, "")
 
     @field_validator("url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        return None if v is None else _http_url(v, "url")
+        return None if v is None else _http_url(v)
 
     @field_validator("console_url")
     @classmethod
     def _console(cls, v: str | None) -> str | None:
-        return None if v is None else _http_url(v, "console_url", path_ok=False).rstrip("/")
+        return None if v is None else _http_url(v, path_ok=False).rstrip("/")
 
     @field_validator("timeout", mode="before")
     @classmethod
     def _timeout(cls, v: Any) -> float:
         seconds = _duration(v, "timeout")
         if seconds > 60:
-            raise ValueError("timeout: at most 60s")
+            raise ValueError("at most 60s")
         return seconds
 
     @model_validator(mode="after")

@@ -15,25 +15,26 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def resolve(value: Any, what: str) -> str:
     """The secret's text: a string as given, `{file: PATH}` the file's content (one trailing newline dropped, as a
     Secret mounted from `kubectl create secret --from-file` often has), `{env: NAME}` the variable's value."""
+    pre = f"{what}: " if what else ""
     if isinstance(value, str):
         return value
     if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in ("file", "env"):
-        raise ValueError(f"{what}: expected a string, {{file: PATH}} or {{env: NAME}}")
+        raise ValueError(f"{pre}expected a string, {{file: PATH}} or {{env: NAME}}")
     (key, ref), = value.items()
     if not isinstance(ref, str) or not ref:
-        raise ValueError(f"{what}: {key} must be a non-empty string")
+        raise ValueError(f"{pre}{key} must be a non-empty string")
     if key == "env":
         if not _ENV_NAME.fullmatch(ref):
-            raise ValueError(f"{what}: {ref!r} is not an environment variable name")
+            raise ValueError(f"{pre}{ref!r} is not an environment variable name")
         text = os.environ.get(ref)
         if text is None:
-            raise ValueError(f"{what}: environment variable {ref} is not set")
+            raise ValueError(f"{pre}environment variable {ref} is not set")
     else:
         try:
             text = Path(ref).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ValueError(f"{what}: cannot read {ref} ({exc.strerror or exc})") from None
+            raise ValueError(f"{pre}cannot read {ref} ({exc.strerror or exc})") from None
         text = text.removesuffix("\n").removesuffix("\r")
     if not text.strip():
-        raise ValueError(f"{what}: the {'file' if key == 'file' else 'variable'} {ref} is empty")
+        raise ValueError(f"{pre}the {'file' if key == 'file' else 'variable'} {ref} is empty")
     return text
