@@ -11,7 +11,7 @@ import pytest
 
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.hypotheses import weigh
-from llm_oncall.drills.simsource import SimSource
+from llm_oncall.respond.simsource import SimSource
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim import faults as sim_faults
 from llm_oncall.sim.pods import READY

@@ -1,14 +1,16 @@
 """Golden output for what people read: the diagnosis report and the drill scoreboard.
 
-Regenerate after an intended change with: UPDATE_GOLDEN=1 pytest tests/diagnosis/test_golden.py
+At 80 and 160 columns; a missing golden fails. Regenerate after an intended change with:
+UPDATE_GOLDEN=1 pytest tests/diagnosis/test_golden.py (and review the diff)
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from rich.console import Console
+import pytest
+from rich.console import RenderableType
+from tests.cli.golden import WIDTHS, check, render
 
 from llm_oncall.diagnosis.engine import Diagnosis, EvidenceItem, RuledOut
 from llm_oncall.diagnosis.report import report
@@ -18,17 +20,12 @@ from llm_oncall.drills.scoreboard import scoreboard
 GOLDEN = Path(__file__).parent / "golden"
 
 
-def _render(renderable: object) -> str:
-    console = Console(width=120, record=True, color_system=None, force_terminal=False)
-    console.print(renderable)
-    return console.export_text()
+def _render(renderable: RenderableType, width: int) -> str:
+    return render(renderable, width)
 
 
 def _check(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("UPDATE_GOLDEN") == "1" or not path.exists():
-        path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8")
+    check(GOLDEN / name, text)
 
 
 DIAGNOSIS = Diagnosis(
@@ -58,8 +55,9 @@ DIAGNOSIS = Diagnosis(
 )
 
 
-def test_report_golden() -> None:
-    _check("report_kv_capacity.txt", _render(report(DIAGNOSIS)))
+@pytest.mark.parametrize("width", WIDTHS)
+def test_report_golden(width: int) -> None:
+    _check(f"report_kv_capacity.{width}.txt", _render(report(DIAGNOSIS), width))
 
 
 def test_report_json_shape() -> None:
@@ -70,7 +68,8 @@ def test_report_json_shape() -> None:
     assert set(body["evidence"][0]) >= {"signal", "value", "baseline", "source"}
 
 
-def test_scoreboard_golden() -> None:
+@pytest.mark.parametrize("width", WIDTHS)
+def test_scoreboard_golden(width: int) -> None:
     results = [
         DrillResult("kv-capacity", "kv-capacity", True, 141.9, 278.1, 7, intervals_to_diagnosis=1.0,
                     evidence=("waiting queue 326 (40.8 per pod)", "KV-cache usage 100%")),
@@ -78,4 +77,4 @@ def test_scoreboard_golden() -> None:
                     evidence=("2 pod(s) hold requests while the engine-step heartbeat is flat for 45s",)),
         DrillResult("gpu-ecc", "healthy", False, None, 300.0, 7, false_pages=1),
     ]
-    _check("scoreboard.txt", _render(scoreboard(results, seed=7)))
+    _check(f"scoreboard.{width}.txt", _render(scoreboard(results, seed=7), width))

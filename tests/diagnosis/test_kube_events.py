@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_oncall.diagnosis.autopilot import Autopilot
-from llm_oncall.drills.simsource import SimSource
+from llm_oncall.respond.simsource import SimSource
 from llm_oncall.sim import Fleet, scenario
 
 pytestmark = pytest.mark.xdist_group("sim-kube")

@@ -10,7 +10,7 @@ from tests.testkit import free_port
 from typer.testing import CliRunner
 
 from llm_oncall.cli import app
-from llm_oncall.drills.simsource import SimSource
+from llm_oncall.respond.simsource import SimSource
 from llm_oncall.signals.bundle import BundleWriter
 from llm_oncall.signals.source import Target
 from llm_oncall.sim import Fleet, scenario

@@ -7,8 +7,8 @@ import pytest
 from llm_oncall.diagnosis import autopilot as autopilot_module
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.drills.runner import INTERVAL_S
-from llm_oncall.drills.simsource import SimSource
 from llm_oncall.drills.suite import soak_config
+from llm_oncall.respond.simsource import SimSource
 from llm_oncall.sim import Fleet, lifecycle
 from llm_oncall.sim.pods import TERMINATED
 

@@ -238,18 +238,20 @@ def test_a_stale_diagnosis_is_rechecked_before_executing(start_service: Any) -> 
     w = svc.watcher
     with w.lock:  # no round runs meanwhile
         active = svc.store.active()
-        assert active is not None and w.plan is not None
-        scale = next(a for a in w.plan.actions if a.kind == "scale_out")
-        assert svc.store.decide(active["id"], w.plan.id, scale.id, "approved", "test")
+        r = w.responder
+        case = r.open_cases()[active["id"]] if active is not None else None
+        assert case is not None and case.plan is not None
+        scale = next(a for a in case.plan.actions if a.kind == "scale_out")
+        assert svc.store.decide(case.id, case.plan.id, scale.id, "approved", "test")
         calls: list[int] = []
 
         def gone() -> None:
             calls.append(1)
             return None  # the fresh look says the page is gone
 
-        w.recheck = gone  # type: ignore[method-assign]
-        w.last_wall = 0.0  # the diagnosis is far older than two intervals
-        w._act(active["id"])
+        r.recheck = gone  # type: ignore[method-assign]
+        r.last_at = 0.0  # the diagnosis is far older than two intervals
+        r._act(case)
         assert calls == [1]
         assert scale.status == "blocked" and "stale" in str(scale.result)
     assert executes(svc) == {}

@@ -1,49 +1,17 @@
-"""Notifications against a local receiver: a generic JSON webhook and a Slack-compatible message, 5xx retried with
-back-off until it is taken, a 4xx not retried; each delivery on the incident's timeline."""
+"""Notifications from the running service (its watch loop on the simulator) to local receivers of every kind: each
+payload validated against its vendor's schema, retries with back-off, each delivery on the incident's timeline."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from tests.service.receivers import PagerDutyService, Receiver
 from tests.service.test_api import KV
 from tests.testkit import wait_for
 
-
-class Receiver:
-    def __init__(self, fail_first: int = 0, code: int = 200) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.hits = 0
-        self.fail_first = fail_first
-        self.code = code
-        self.lock = threading.Lock()
-        rec = self
-
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with rec.lock:
-                    rec.hits += 1
-                    code = 503 if rec.hits <= rec.fail_first else rec.code
-                    if code == 200:
-                        rec.bodies.append(body)
-                self.send_response(code)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *a: Any) -> None:
-                return
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+KEY = "0123456789abcdef0123456789ABCDEF"
 
 
 @pytest.fixture
@@ -51,32 +19,50 @@ def receivers() -> Iterator[list[Receiver]]:
     made: list[Receiver] = []
     yield made
     for r in made:
-        r.httpd.shutdown()
-        r.httpd.server_close()
+        r.close()
 
 
-def test_webhook_and_slack_with_retries(start_service: Any, receivers: list[Receiver]) -> None:
-    hook, slack, refuse = Receiver(fail_first=2), Receiver(), Receiver(code=400)
-    receivers += [hook, slack, refuse]
+def test_every_kind_from_the_running_loop(start_service: Any, receivers: list[Receiver]) -> None:
+    hook = Receiver("webhook", script=[503, 503])
+    slack, teams, mm = Receiver("slack"), Receiver("teams"), Receiver("mattermost")
+    pd_service = PagerDutyService()
+    pd = Receiver("pagerduty", default=(202, {}, '{"status":"success"}'), on_accept=pd_service)
+    refuse = Receiver("webhook", default=400)
+    receivers += [hook, slack, teams, mm, pd, refuse]
     svc = start_service(source=KV, mode="approve", notify=[
         {"kind": "webhook", "url": hook.url, "retries": 4},
-        {"kind": "slack", "url": slack.url},
+        {"kind": "slack", "url": slack.url, "console_url": "https://oncall.example.com"},
+        {"kind": "teams", "url": teams.url},
+        {"kind": "mattermost", "url": mm.url},
+        {"kind": "pagerduty", "url": pd.url, "routing_key": KEY},
         {"kind": "webhook", "url": refuse.url}])
     svc.notifier.base_delay_s = 0.05
     wait_for(lambda: any(b["event"] == "plan" for b in hook.bodies), 60, "the plan notification (webhook)")
-    wait_for(lambda: len(slack.bodies) >= 2, 30, "two Slack messages")
+    wait_for(lambda: len(slack.bodies) >= 3 and len(teams.bodies) >= 3 and len(mm.bodies) >= 3
+             and len(pd.bodies) >= 3, 30, "opened, diagnosis and plan at every chat target and PagerDuty")
+    for r in (slack, teams, mm, pd):
+        assert r.invalid == [], r.invalid[:3]
     opened = hook.bodies[0]
-    assert opened["event"] == "opened" and opened["incident_id"].startswith("inc-") and "kv-capacity" in opened["text"]
+    iid = opened["incident_id"]
+    assert opened["event"] == "opened" and iid.startswith("inc-") and "kv-capacity" in opened["text"]
     plan = next(b for b in hook.bodies if b["event"] == "plan")
     assert "awaiting approval" in plan["text"]
-    assert slack.bodies[0]["text"].startswith("*llm-oncall* inc-") and slack.bodies[0]["blocks"]
-    iid = opened["incident_id"]
+    # the loop's note names the actions by id; the message shows each one's kind, target, dry-run and guard
+    assert any(line.startswith("scale_out ") and "dry-run" in line and "guard" in line
+               for line in plan["message"]["plan"]), plan["message"]["plan"]
+    assert plan["message"]["evidence"] and plan["message"]["summary"]  # the diagnosis rides along
+    assert opened["console_url"] == f"{svc.url}/incidents/{iid}"
+    assert f"https://oncall.example.com/incidents/{iid}" in str(slack.bodies[0])
+    assert pd_service.pages == 1 and {b["dedup_key"] for b in pd.bodies} == {iid}
     notes = [e["detail"] for e in svc.store.timeline(iid) if e["kind"] == "notification"]
-    first_hook = next(n for n in notes if n["url"] == hook.url)
+    port = hook.url.split(":")[2].split("/")[0]
+    first_hook = next(n for n in notes if n["target"] == f"webhook http://127.0.0.1:{port}")
     assert first_hook["outcome"] == "sent" and first_hook["attempts"] == 3  # two 503s, then taken
-    refused = [n for n in notes if n["url"] == refuse.url]
+    rport = refuse.url.split(":")[2].split("/")[0]
+    refused = [n for n in notes if n["target"] == f"webhook http://127.0.0.1:{rport}"]
     assert refused and all(n["outcome"] == "failed" and n["attempts"] == 1 and n["code"] == 400 for n in refused)
     assert refuse.bodies == []
+    assert svc.notifier.counts["failed"] >= 1 and svc.notifier.counts["sent"] >= 12
 
 
 def test_no_notify_targets_sends_nothing(start_service: Any) -> None:

@@ -73,6 +73,11 @@ class DryRun(BaseModel):
 class Guard(BaseModel):
     allowed: bool
     why: str
+    approvable: bool = False
+    """Nothing but the mode stands between the action and its execution (approve mode: a human may approve it).
+    False when the guard blocks it (dry-run, cooldown, caps, already done): approving it then needs an override."""
+    overridden: str | None = None
+    """Who overrode a blocking guard, and why (audited)."""
 
 
 class Verification(BaseModel):

@@ -126,6 +126,8 @@ def build(kube: Kube, diagnosis: Diagnosis, snapshots: Sequence[Snapshot], ledge
             a.id = action_id(plan_id, a.kind, a.target)
             a.runbook_action = kind
             a.params["_incident_key"] = key
+            if step.get("instead_of"):
+                a.params["instead_of"] = str(step["instead_of"])
             plan.actions.append(a)
     return plan
 

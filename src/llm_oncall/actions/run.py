@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from llm_oncall.actions import execute, gateway, plan
@@ -52,7 +52,9 @@ class Actuator:
 
     # ---- plan ---------------------------------------------------------------------------------------
     def plan(self, diagnosis: Diagnosis, snapshots: Sequence[Snapshot], namespace: str | None = None,
-             first_page_t: float | None = None) -> Plan:
+             first_page_t: float | None = None, not_serving: Sequence[str] = ()) -> Plan:
+        """`not_serving`: pods the telemetry shows serving nothing (hung, crash-looping): they are no capacity, so
+        deleting them is not capped as taking capacity away."""
         now = self.clock()
         ns = namespace or self.kube.namespace
         gw = gateway.detect(self.kube, ns)
@@ -61,6 +63,8 @@ class Actuator:
                                                           "manual": [m["action"] for m in p.manual]})
         caps = self.policy.caps
         for a in p.actions:
+            if a.kind in ("evict_pods", "restart_group") and not_serving:
+                a.params["not_serving"] = sorted(not_serving)
             if a.kind == "scale_out":
                 cur, want = int(a.params["from"]), int(a.params["replicas"])
                 bounded = min(want, caps.scale_out_max_replicas, cur + caps.scale_out_max_step)
@@ -85,20 +89,24 @@ class Actuator:
         except (Blocked, TargetChanged, UnsafeName, ValueError, KeyError) as exc:
             return DryRun(ok=False, detail=str(exc))
 
-    def guard(self, p: Plan, a: Action, approved: set[str] | frozenset[str] = frozenset()) -> Guard:
+    def guard(self, p: Plan, a: Action, approved: set[str] | frozenset[str] = frozenset(),
+              overrides: Mapping[str, str] | None = None) -> Guard:
         nodes = self.kube.list("Node") if a.kind == "cordon_node" else []
-        ready = 0
+        capacity = taken = 0
         if a.kind in ("evict_pods", "restart_group"):
-            ready = sum(1 for pod in self.kube.list("Pod", p.namespace)
-                        if any(c.get("type") == "Ready" and c.get("status") == "True"
-                               for c in (pod.get("status") or {}).get("conditions") or []))
+            idle = set(a.params.get("not_serving") or ())
+            serving = [pod for pod in self.kube.list("Pod", p.namespace)
+                       if _ready(pod) and pod["metadata"]["name"] not in idle]
+            capacity = len(serving)
+            taken = sum(1 for pod in serving if _targets(a, pod))
         return decide(a, p, self.mode, self.policy, self.ledger, self.clock(), approved, nodes_total=len(nodes),
-                      nodes_cordoned=sum(1 for n in nodes if n["spec"].get("unschedulable")), ready_pods=ready)
+                      nodes_cordoned=sum(1 for n in nodes if n["spec"].get("unschedulable")), capacity=capacity,
+                      taken=taken, overrides=overrides)
 
     # ---- execute ------------------------------------------------------------------------------------
     def execute(self, p: Plan, approved: set[str] | frozenset[str] = frozenset(),
                 recheck: Callable[[], Diagnosis | None] | None = None, diagnosis_age_s: float = 0.0,
-                only: set[str] | None = None) -> list[Action]:
+                only: set[str] | None = None, overrides: Mapping[str, str] | None = None) -> list[Action]:
         """Run the plan's allowed actions in order. A diagnosis older than the policy's limit is re-checked first
         (`recheck`): a resolved or different one refuses everything."""
         if diagnosis_age_s > self.policy.max_diagnosis_age_s:
@@ -113,15 +121,18 @@ class Actuator:
         for a in p.actions:
             if only is not None and a.id not in only:
                 continue
-            self._execute_one(p, a, approved)
+            self._execute_one(p, a, approved, overrides)
         self.ledger.save_plan(p.id, p.incident, p.to_json())
         return p.actions
 
-    def _execute_one(self, p: Plan, a: Action, approved: set[str] | frozenset[str]) -> None:
-        a.guard = self.guard(p, a, approved)
+    def _execute_one(self, p: Plan, a: Action, approved: set[str] | frozenset[str],
+                     overrides: Mapping[str, str] | None = None) -> None:
+        a.guard = self.guard(p, a, approved, overrides)
         self.ledger.audit(self.actor, p.id, a.id, "guard", a.guard.model_dump())
+        if a.guard.overridden:
+            self.ledger.audit(self.actor, p.id, a.id, "override", {"by": a.guard.overridden, "why": a.guard.why})
         if not a.guard.allowed:
-            a.status = "blocked"
+            a.status, a.result = "blocked", a.guard.why
             return
         if self.fence is not None:
             why = self.fence.begin(p, a)
@@ -190,3 +201,17 @@ class Actuator:
             return f"revert failed: {exc}"
         self.ledger.audit(self.actor, p.id, a.id, "revert", a.revert)
         return "reverted"
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def _targets(a: Action, pod: dict[str, Any]) -> bool:
+    """Does the action delete this pod (a restarted group's members, or an evicted pod)?"""
+    if a.kind == "restart_group":
+        labels = pod["metadata"].get("labels") or {}
+        return (labels.get(f"{plan.LWS}/name") == a.params.get("leaderworkerset")
+                and labels.get(f"{plan.LWS}/group-index") == str(a.params.get("group")))
+    return pod["metadata"]["name"] in (a.params.get("pods") or ())

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from llm_oncall.cli import common
 from llm_oncall.cli.common import (
@@ -21,6 +22,7 @@ from llm_oncall.cli.common import (
     fail,
     print_json,
 )
+from llm_oncall.termtable import Column, FitTable
 
 app = typer.Typer(help="Plan and apply guarded emergency fixes through the Kubernetes API.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -121,13 +123,28 @@ def plan_cmd(
     if as_json:
         print_json(body)
         return
-    console.print(f"[bold]{plan.incident}[/bold] plan {plan.id} ({len(plan.actions)} action(s)):")
-    for a in plan.actions:
-        ok = "ok" if a.dry_run and a.dry_run.ok else "FAILED"
-        console.print(f"  {a.id} {a.kind} {a.target.ref()} — dry-run {ok}; guard: "
-                      f"{a.guard.why if a.guard else '-'}\n      {a.why}")
-    for m in plan.manual:
-        console.print(f"  manual: {m['action']}: {m['text']}")
+    console.print(plan_table(body))
+
+
+def plan_table(body: dict[str, Any]) -> FitTable:
+    """`act plan`: each action with its dry-run result and the guard's verdict; manual steps last."""
+    t = FitTable(Column("action", no_wrap=True), Column("kind", no_wrap=True),
+                 Column("target", min_width=20, priority=1), Column("dry-run", no_wrap=True),
+                 Column("guard", min_width=24, priority=2), Column("why", min_width=30, priority=3),
+                 title=f"{body['incident']} plan {body['id']} ({len(body['actions'])} action(s))")
+    for a in body["actions"]:
+        tgt = a["target"]
+        ref = f"{tgt['kind']}/{tgt['namespace']}/{tgt['name']}" if tgt.get("namespace") else \
+            f"{tgt['kind']}/{tgt['name']}"
+        dry = a.get("dry_run") or {}
+        guard = a.get("guard") or {}
+        verdict = ("allowed" if guard.get("allowed") else "blocked") if guard else "-"
+        t.add_row(a["id"], a["kind"], ref, Text("ok", style="green") if dry.get("ok") else
+                  Text("FAILED" if dry else "-", style="bold red"),
+                  f"{verdict}: {guard['why']}" if guard.get("why") else verdict, a.get("why") or "")
+    for m in body.get("manual") or []:
+        t.add_row("manual", str(m.get("action", "")), "", "", "", str(m.get("text", "")))
+    return t
 
 
 @app.command("apply")
@@ -175,8 +192,12 @@ def apply_cmd(
     if as_json:
         print_json(body)
     else:
+        t = FitTable(Column("action", no_wrap=True), Column("kind", no_wrap=True),
+                     Column("target", min_width=20, priority=1), Column("status", no_wrap=True),
+                     Column("result", min_width=30, priority=2), title=f"{p.incident} plan {p.id}: applied")
         for a in actions:
             if only is None or a.id in only:
-                console.print(f"  {a.id} {a.kind} {a.target.ref()}: {a.status} — {a.result}")
+                t.add_row(a.id, a.kind, a.target.ref(), a.status, str(a.result or ""))
+        console.print(t)
     if any(a.status == "failed" for a in actions):
         raise typer.Exit(1)

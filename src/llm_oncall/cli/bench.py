@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from llm_oncall.cli.common import JsonOpt, console, fail, print_json
+from llm_oncall.termtable import Column, FitTable
 
 if TYPE_CHECKING:
     from llm_oncall.diagnosis.autopilot import Autopilot
@@ -85,6 +86,9 @@ def bench_evidence(
                                                     "default: the repository's tests/evidence/real.")] = None,
     repeat: Annotated[int, typer.Option(help="Passes over the corpus for the files/s figure.", min=1)] = 1,
     misses: Annotated[bool, typer.Option("--misses", help="List the samples classified wrongly.")] = False,
+    by_source: Annotated[bool, typer.Option("--by-source", help="Accuracy apart for samples whose source thread "
+                                            "has other samples in the corpus and for the only sample of a "
+                                            "thread.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evidence classifier on real samples: per-class precision and recall, files per second."""
@@ -97,17 +101,25 @@ def bench_evidence(
     if not root.is_dir():
         raise fail(f"no such corpus directory: {root}")
     try:
-        result = be.run(root, repeat)
+        result = be.run(root, repeat, by_source=by_source)
     except CorpusError as exc:
         raise fail(str(exc)) from exc
-    table = result.pop("table")
+    result.pop("table", None)
     if as_json:
         print_json(result)
         return
-    console.print(f"corpus: {result['corpus']}: {result['samples']} samples ({result['benign_samples']} benign)")
-    console.print(table, markup=False, highlight=False)
+    console.print(f"corpus: {result['corpus']}: {result['samples']} samples ({result['benign_samples']} benign)",
+                  markup=False, highlight=False)
+    console.print(evidence_table(result["per_class"]))
     console.print(f"accuracy {result['accuracy']:.3f}; unknown answers: {result['unknown_predictions']}; "
                   f"{result['files_per_s']:.0f} files/s")
+    if by_source:
+        for group, label in (("shared", "source thread shared with other samples"),
+                             ("only", "only sample of its thread")):
+            v = result["by_source"][group]
+            acc = "-" if v["accuracy"] is None else f"{v['accuracy']:.3f}"
+            console.print(f"{label}: {v['correct']}/{v['samples']} = {acc} ({v['threads']} threads)",
+                          markup=False, highlight=False)
     if misses:
         for m in result["misses"]:
             console.print(f"  {m['expected']} → {m['predicted']} ({m['kind']}, {m['confidence']:.2f}): {m['file']}",
@@ -131,7 +143,7 @@ class _ServeRound:
 
     @property
     def pilot(self) -> Autopilot:
-        return self.watcher.pilot
+        return self.watcher.responder.pilot
 
     @property
     def last(self) -> Diagnosis | None:
@@ -166,16 +178,7 @@ def bench_watch(
     console.print(f"one serve watch-loop round on real vLLM 0.32 pages ({result['page']}, one live copy per pod, "
                   f"advancing every round); {warmup} warm-up + {rounds} measured rounds; CPU time, no HTTP",
                   soft_wrap=True, markup=False, highlight=False)
-    share = f"core @{interval:g}s"
-    console.print(f"{'pods':>6}  {'round s':>8}  {'ingest s':>8}  {'ms/pod':>6}  {share:>10}  {'ingest only':>11}  "
-                  f"{'last/first':>10}  {'+telemetry':>10}  diagnosis", markup=False, highlight=False,
-                  soft_wrap=True)
-    for s in result["scales"]:
-        console.print(f"{s['pods']:>6}  {s['round_seconds']:>8.3f}  {s['ingest_only_seconds']:>8.3f}  "
-                      f"{s['ms_per_pod']:>6.2f}  {s['core_share'] * 100:>9.1f}%  "
-                      f"{s['ingest_only_core_share'] * 100:>10.1f}%  {s['growth_last_over_first']:>9.2f}×  "
-                      f"{s['telemetry_log_core_share'] * 100:>9.1f}%  {s['diagnosis']}", markup=False,
-                      highlight=False, soft_wrap=True)
+    console.print(watch_table(result["scales"], interval))
     verdict = "within" if result["within_goal"] else "over"
     flat = "flat" if result["flat"] else "growing"
     console.print(f"{pods} pods: [bold]{result['core_share'] * 100:.1f}%[/bold] of one core at a {interval:g} s "
@@ -183,3 +186,31 @@ def bench_watch(
                   f"grows: last/first {result['growth_last_over_first']:.2f}×); ingest alone "
                   f"{result['ingest_only_core_share'] * 100:.1f}%; the per-scrape telemetry log (drill --act, not "
                   f"serve) would add {result['telemetry_log_core_share'] * 100:.1f}%", soft_wrap=True)
+
+
+def watch_table(scales: list[dict[str, Any]], interval: float) -> FitTable:
+    def num(header: str, priority: int = 0, stack: bool = True) -> Column:
+        return Column(header, justify="right", no_wrap=True, priority=priority, stack=stack)
+
+    t = FitTable(num("pods"), num("round s"), num(f"core @{interval:g}s"), num("ingest only", 1), num("ms/pod", 3),
+                 num("ingest s", 4, stack=False), num("last/first", 2), num("+telemetry", 5, stack=False),
+                 Column("diagnosis", no_wrap=True, priority=2),
+                 title="watch-loop round per fleet size")
+    for s in scales:
+        t.add_row(str(s["pods"]), f"{s['round_seconds']:.3f}", f"{s['core_share'] * 100:.1f}%",
+                  f"{s['ingest_only_core_share'] * 100:.1f}%", f"{s['ms_per_pod']:.2f}",
+                  f"{s['ingest_only_seconds']:.3f}", f"{s['growth_last_over_first']:.2f}×",
+                  f"{s['telemetry_log_core_share'] * 100:.1f}%", str(s["diagnosis"]))
+    return t
+
+
+def evidence_table(per_class: dict[str, dict[str, Any]]) -> FitTable:
+    t = FitTable(Column("class", no_wrap=True), Column("n", justify="right", no_wrap=True),
+                 Column("predicted", justify="right", no_wrap=True, priority=1),
+                 Column("precision", justify="right", no_wrap=True), Column("recall", justify="right", no_wrap=True),
+                 title="per class")
+    for c, v in per_class.items():
+        t.add_row(c, str(v["n"]), str(v.get("predicted", "")),
+                  "-" if v.get("precision") is None else f"{v['precision']:.3f}",
+                  "-" if v.get("recall") is None else f"{v['recall']:.3f}")
+    return t

@@ -78,16 +78,10 @@ def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_j
         print_json({"results": [r.to_json() for r in results], "correct": sum(r.correct for r in results),
                     "total": len(results), "recovered": sum(r.recovered for r in results), "seed": seed})
     else:
-        for r in results:
-            rec = f"recovered {r.seconds_to_recovery:.0f}s after onset" if r.recovered and r.seconds_to_recovery \
-                is not None else "not recovered"
-            console.print(f"[bold]{r.drill.incident}[/bold] → {r.drill.diagnosed}: {rec}")
-            for a in r.actions:
-                console.print(f"   {a['kind']} {a['target']}: {a['status']}"
-                              + (f" ({a['verification']['verdict']})" if a.get("verification") else ""))
-            if r.postmortem is not None:
-                console.print(f"   postmortem: {r.postmortem['markdown']}", soft_wrap=True)
-            elif postmortem is not None:
-                console.print("   postmortem: none (no page, so no incident in the record)")
+        from llm_oncall.drills.scoreboard import act_scoreboard
+
+        console.print(act_scoreboard(results))
+        if postmortem is not None and any(r.postmortem is None for r in results):
+            console.print("no postmortem where nothing paged (no incident in the record)")
     if not all(r.correct and r.recovered for r in results):
         raise typer.Exit(1)

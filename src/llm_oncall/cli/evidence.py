@@ -8,12 +8,13 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from llm_oncall.evidence import catalog
 from llm_oncall.evidence.catalog import CatalogError
 from llm_oncall.evidence.classify import classify_file, reset_signatures, use_signatures
 from llm_oncall.evidence.model import Finding
+from llm_oncall.termtable import Column, FitTable
 
 app = typer.Typer(
     help="Classify logs, node command output and sampled model outputs (NCCL, Xid, ECC, NVLink, DCGM, py-spy, "
@@ -84,16 +85,18 @@ def other_findings(f: Finding, n: int = 4) -> str:
     return "\n".join(out)
 
 
-def render_table(findings: list[Finding]) -> Table:
-    table = Table(title="evidence", show_lines=True)
-    # Ids (kind, hint) never wrap, so they stay greppable in a narrow terminal; the rest folds.
-    for col in ("file", "kind", "benign", "hint", "confidence", "lines", "key facts", "also found"):
-        table.add_column(col, overflow="fold", no_wrap=col in ("kind", "hint"))
+def render_table(findings: list[Finding]) -> FitTable:
+    # Ids (kind, hint) never wrap, so they stay greppable in a narrow terminal; the rest wraps or moves below.
+    table = FitTable(Column("file", min_width=16), Column("kind", no_wrap=True),
+                     Column("benign", no_wrap=True), Column("hint", no_wrap=True, priority=1),
+                     Column("confidence", justify="right", no_wrap=True, priority=2),
+                     Column("lines", min_width=10, priority=5), Column("key facts", min_width=28, priority=3),
+                     Column("also found", min_width=24, priority=4), title="evidence", show_lines=True)
     for f in findings:
         table.add_row(
             f.file,
             f.kind,
-            "yes" if f.benign else "[bold red]no[/bold red]",
+            "yes" if f.benign else Text("no", style="bold red"),
             f.incident_hint or "-",
             f"{f.confidence:.2f}",
             _lines(f) or "-",

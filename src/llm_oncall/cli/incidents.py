@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from llm_oncall.cli.common import JsonOpt, console, fail, print_json
+from llm_oncall.termtable import Column, FitTable
 
 if TYPE_CHECKING:
     from llm_oncall.incidents import IncidentStore
@@ -50,9 +51,19 @@ def list_cmd(db: DbOpt = Path("llm-oncall.db"),
         return
     if not rows:
         console.print("no incidents")
+        return
+    console.print(incidents_table(rows))
+
+
+def incidents_table(rows: list[dict[str, Any]]) -> FitTable:
+    t = FitTable(Column("id", no_wrap=True), Column("status", no_wrap=True), Column("incident", no_wrap=True),
+                 Column("opened", no_wrap=True, priority=2), Column("alerts", justify="right", no_wrap=True,
+                                                                    priority=3, stack=False),
+                 Column("title", min_width=24, priority=1), title=f"Incidents ({len(rows)}, newest first)")
     for r in rows:
-        console.print(f"{r['id']}  {r['status']:<10} {r['incident']:<24} opened {r['opened_at']}  "
-                      f"{r['alerts']} alert(s)  {r['title']}", soft_wrap=True)
+        t.add_row(str(r["id"]), str(r["status"]), str(r["incident"]), str(r["opened_at"]), str(r["alerts"]),
+                  str(r.get("title") or ""))
+    return t
 
 
 @app.command("show")

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from llm_oncall.cli.common import JsonOpt, LangOpt, RunbooksOpt, console, fail, print_json, registry
+from llm_oncall.termtable import Column, FitTable
 
 app = typer.Typer(help="List, show and lint runbooks.", no_args_is_help=True)
 
@@ -21,12 +21,17 @@ def runbooks_list(runbooks: RunbooksOpt = [], lang: LangOpt = "en", as_json: Jso
     if as_json:
         print_json([{"id": b.id, "priority": b.priority, "title": b.title.get(lang)} for b in books])
         return
-    table = Table(title="Runbooks (triage order)", title_justify="left")
-    for col in ("order", "id", "title", "symptom"):
-        table.add_column(col, overflow="fold")
-    for b in books:
-        table.add_row(str(b.priority), b.id, b.title.get(lang), b.symptom.get(lang))
-    console.print(table)
+    console.print(runbooks_table([(b.priority, b.id, b.title.get(lang), b.symptom.get(lang)) for b in books]))
+
+
+def runbooks_table(rows: list[tuple[int, str, str, str]]) -> FitTable:
+    table = FitTable(Column("id", no_wrap=True), Column("title", min_width=24),
+                     Column("symptom", min_width=30, priority=1),
+                     Column("order", justify="right", no_wrap=True, priority=2, stack=False),
+                     title="Runbooks (triage order)")
+    for order, rid, title, symptom in rows:
+        table.add_row(rid, title, symptom, str(order))
+    return table
 
 
 @app.command("show")

@@ -23,7 +23,17 @@ def serve(config: Annotated[Path, typer.Option("--config", "-c", help="Service c
     except ConfigError as exc:
         raise fail(str(exc)) from exc
     if check:
-        typer.echo(f"{config}: ok (source {cfg.source.kind}, mode {cfg.mode}, listen {cfg.listen})")
+        from llm_oncall.actions.guard import Policy
+        from llm_oncall.runbooks.loader import load_registry
+
+        try:
+            policy = Policy.load(cfg.policy) if cfg.policy is not None else Policy()
+            registry = load_registry()
+        except (OSError, ValueError) as exc:
+            raise fail(str(exc)) from exc
+        typer.echo(f"{config}: ok (source {cfg.source.kind}, mode {cfg.mode}, listen {cfg.listen}; policy "
+                   f"{cfg.policy or 'default'}: auto for {len(policy.auto)} incident(s); {len(registry.ids())} "
+                   "runbooks)")
         return
     from llm_oncall.incidents import StoreError
     from llm_oncall.service.app import Service

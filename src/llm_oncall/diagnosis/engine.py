@@ -145,7 +145,8 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
     revision = feats.labels.get(chosen.scope_revision) if chosen.scope_revision else None
     scope = {"pods": list(pods), "nodes": list(nodes), "revision": revision}
     actions = tuple({"action": a.action, "params": dict(a.params), "target": scope,
-                     "text": render(a.text.get(lang), feats)} for a in chosen.emergency)
+                     "text": render(a.text.get(lang), feats), **({"instead_of": a.instead_of} if a.instead_of else {})}
+                    for a in chosen.emergency)
     long_term = tuple({"tag": item.tag, "text": render(item.text.get(lang), feats)} for item in chosen.long_term)
     key = "; ".join(e.text for e in evidence[:3])
     where = f" on {', '.join(pods[:4])}{'…' if len(pods) > 4 else ''}" if pods else ""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.termtable import Column, FitTable
 
 _LABELS = {
     "en": ("WHAT", "WHERE", "WHY WE THINK SO", "RULED OUT", "DO NOW", "FIX LATER", "ROOT CAUSE", "confidence"),
@@ -50,19 +50,17 @@ def report(d: Diagnosis, lang: str = "en") -> RenderableType:
     if d.root_cause:
         parts.append(Text(f"{cause}: {d.root_cause}"))
     if d.evidence:
-        t = Table(title=why, title_justify="left", show_lines=False)
-        for col in ("evidence", "value", "baseline", "source"):
-            t.add_column(col, overflow="fold")
+        t = FitTable(Column("evidence", min_width=28), Column("value", justify="right", no_wrap=True),
+                     Column("baseline", justify="right", no_wrap=True, priority=1),
+                     Column("source", min_width=24, priority=2), title=why)
         for e in d.evidence:
             t.add_row(Text(e.text), _fmt(e.value), _fmt(e.baseline), Text(e.source))
         parts.append(t)
     if d.ruled_out:
-        t = Table(title=ruled, title_justify="left")
-        t.add_column("incident")
-        t.add_column("why not", overflow="fold")
+        r_t = FitTable(Column("incident", no_wrap=True), Column("why not", min_width=30), title=ruled)
         for r in d.ruled_out:
-            t.add_row(r.incident, Text(r.why))
-        parts.append(t)
+            r_t.add_row(r.incident, Text(r.why))
+        parts.append(r_t)
     if d.emergency_actions:
         # Text, not markup: "[scale_out]" would otherwise be read as a Rich style tag and vanish.
         lines = [f"{i}. [{a['action']}] {a['text']}" for i, a in enumerate(d.emergency_actions, 1)]

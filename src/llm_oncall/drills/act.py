@@ -1,8 +1,12 @@
-"""`drill --act`: the autopilot plans, guards (auto mode, the drill policy), executes the runbook's emergency fix
-against the simulator's Kubernetes API through lightkube, and verifies recovery on the same telemetry.
+"""`drill --act`: the on-call loop of `serve` (respond/responder.py) on the simulator's virtual clock. It plans,
+guards (auto mode, the drill policy), executes the runbook's emergency fix against the simulator's Kubernetes API
+through lightkube, verifies recovery and reverts what harmed, writing the same incident record `serve` writes.
 
 The fleet, its API server and the client live in this process; the API runs on 127.0.0.1 over HTTP, so the
-actions go through exactly the code that talks to a real cluster. Time is the fleet's virtual clock.
+actions go through exactly the code that talks to a real cluster. Times are the fleet's virtual clock on the
+simulator's epoch (t = 0 is 2026-01-01T00:00:00Z), so a seeded drill writes the same record every time apart from
+the incident id's random suffix. The injected fault (the ground truth the loop never reads) goes to the telemetry
+notes only, for the scorer and the postmortem's drill footnote.
 """
 
 from __future__ import annotations
@@ -15,17 +19,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_oncall.actions import verify
-from llm_oncall.actions.guard import DRILL_POLICY, Policy
+from llm_oncall.actions.guard import DRILL_POLICY, Mode, Policy
 from llm_oncall.actions.kube import Kube
 from llm_oncall.actions.ledger import Ledger
-from llm_oncall.actions.model import Action, Plan
+from llm_oncall.actions.model import Action
 from llm_oncall.actions.run import Actuator
-from llm_oncall.drills.record import DrillRecorder
 from llm_oncall.drills.runner import INTERVAL_S, DrillLoop, DrillResult, run_one
+from llm_oncall.incidents import IncidentStore
+from llm_oncall.postmortem.telemetry import TelemetryLog
+from llm_oncall.respond import Case, Responder
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
+ACTOR = "drill-autopilot"
 AFTER_ACTION_S = 900.0
 """How long a drill waits for recovery after acting."""
 RECOVERED_SCRAPES = 2
@@ -71,101 +77,77 @@ def _summary(a: Action) -> dict[str, Any]:
 
 
 def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s: float = INTERVAL_S,
-            workdir: Path | None = None, record: Path | None = None) -> ActResult:
-    """`record`: an SQLite file for the incident record (incident store, plan, telemetry; drills/record.py)."""
+            workdir: Path | None = None, record: Path | None = None, mode: Mode = "auto",
+            approver: Callable[[IncidentStore, Responder], None] | None = None) -> ActResult:
+    """`record`: the SQLite file of the incident record (store, ledger, telemetry), else a temporary one.
+    `approver` (approve mode): called after every round, as a human at the console would be."""
     cfg, fault = scenario(incident, seed)
     fleet = Fleet(cfg, seed=seed, fault=fault)
-    rec = DrillRecorder(record, fleet, incident, seed) if record is not None else None
     cluster = KubeCluster(fleet)
     server = KubeApiServer(cluster).start()
     tmp = tempfile.TemporaryDirectory(prefix="llm-oncall-drill-")
+    db = record if record is not None else Path(tmp.name) / "record.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        stale.unlink(missing_ok=True)  # a record of an earlier run of the same drill
+
+    def clock() -> float:
+        return cfg.epoch + fleet.now
+
+    store, ledger, telemetry = IncidentStore(db, clock=clock), Ledger(db, clock=clock), TelemetryLog(db)
     try:
         kc = server.write_kubeconfig(Path(workdir or tmp.name) / f"kubeconfig-{incident}")
-        kube = Kube(kc)
-        ledger = Ledger(":memory:", clock=lambda: fleet.now)
-        actuator = Actuator(kube, ledger, policy, mode="auto", actor="drill-autopilot", clock=lambda: fleet.now,
-                            sleep=lambda s: None)
-        result = _loop(incident, seed, fleet, cluster, actuator, interval_s, policy, rec)
-        result.incident_id = rec.incident_id if rec is not None else None
-        return result
+        actuator = Actuator(Kube(kc), ledger, policy, mode=mode, actor=ACTOR, clock=clock, sleep=lambda s: None)
+        drill = DrillLoop(fleet, incident, interval_s, lock=cluster.lock)
+        responder = Responder(drill.source, interval_s, store, ledger, actuator, mode, clock=clock,
+                              telemetry=telemetry, namespace=cfg.namespace, actor=ACTOR, pilot=drill.pilot)
+        telemetry.note("drill", {"incident": incident, "seed": seed})
+        return _loop(fleet, drill, responder, seed, cfg.epoch, approver)
     finally:
+        gt = fleet.ground_truth
+        telemetry.note("ground_truth", {"incident": gt.incident, "onset": None if gt.onset is None
+                                        else cfg.epoch + gt.onset, "pods": list(gt.pods)})
+        for c in (store, ledger, telemetry):
+            c.close()
         server.stop()
         tmp.cleanup()
-        if rec is not None:
-            rec.close()
 
 
-def _loop(incident: str, seed: int, fleet: Fleet, cluster: KubeCluster, actuator: Actuator, interval_s: float,
-          policy: Policy, rec: DrillRecorder | None = None) -> ActResult:
-    """Drill until the first named page after onset (the scorer's answer), act on it, then watch for recovery."""
-    drill = DrillLoop(fleet, incident, interval_s)
-    ns = fleet.cfg.namespace
+def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch: float,
+          approver: Callable[[IncidentStore, Responder], None] | None) -> ActResult:
+    """Rounds until the incident that acted has recovered and its actions are verified (or the window ends)."""
     planned = fleet.fault.at if fleet.fault is not None else 300.0
     end = planned + 300.0 + AFTER_ACTION_S
-    observed: list[dict[str, Any]] = []
-    plan: Plan | None = None
-    acted_at: float | None = None
-    baselines: dict[str, float | None] = {}
-    before: dict[str, Any] = {}
-    streak = 0
-    recovered_at: float | None = None
-    verified = False
     while fleet.now < end - 1e-9:
-        if plan is None and drill.answer is None and fleet.now >= planned + 300.0:
+        acting = _served(responder)
+        if acting is None and drill.answer is None and fleet.now >= planned + 300.0:
             break  # no named page in the drill's window: nothing to act on
-        with cluster.lock:
-            batch = drill.source.collect()
-        d_now = drill.step(batch)
-        if rec is not None:
-            rec.scrape(drill.pilot.features[-1], drill.pilot.snapshots[-1], d_now)
-        obs = verify.observe(drill.pilot.features[-1], drill.pilot.snapshots[-1])
-        observed.append(obs)
-        actuator.observe_config(ns, fleet.now)
-        if plan is None and drill.answer is not None:
-            first_page, d = drill.answer
-            # baselines from before the page (minus two minutes: the incident may have started a little earlier)
-            baselines = {s.name: verify.baseline(observed, s, first_page - 120.0) for s in verify.signals(d.incident)}
-            plan = actuator.plan(d, list(drill.pilot.snapshots), ns, first_page_t=first_page)
-            actuator.execute(plan, diagnosis_age_s=0.0)
-            acted_at = fleet.now
-            if rec is not None:
-                rec.planned(plan)
-            before = obs
-            continue
-        if plan is None or acted_at is None:
-            continue
-        if verify.recovered(incident, obs, baselines):
-            streak += 1
-            if streak >= RECOVERED_SCRAPES and recovered_at is None:
-                recovered_at = fleet.now - (RECOVERED_SCRAPES - 1) * interval_s
-                if rec is not None:
-                    rec.recovered(recovered_at, {"signals": {s.name: s.value(obs) for s in
-                                                             verify.signals(incident)}})
-        else:
-            streak = 0
-        if not verified and fleet.now >= acted_at + policy.verify_window_s:
-            verified = True
-            for a in plan.actions:
-                if a.status == "executed":
-                    a.verification = verify.judge(plan.incident, before, obs, baselines,
-                                                  observed[-2] if len(observed) > 1 else None)
-                    actuator.ledger.audit(actuator.actor, plan.id, a.id, "verify", a.verification.model_dump())
-                    if a.verification.verdict == "harmful":
-                        a.verification.detail += "; " + actuator.revert(plan, a)
-            if rec is not None:
-                rec.verified(plan)
-        if recovered_at is not None and verified:
+        d = responder.round()
+        if d is not None:
+            drill.note(d)
+        if approver is not None:
+            approver(responder.store, responder)
+        if acting is not None and acting.recovered_at is not None and acting.verified:
             break
-    if rec is not None:
-        rec.finished(recovered_at is not None)
+    acting = _served(responder)
     onset = fleet.ground_truth.onset
     result = drill.result(seed, until=drill.answer[0] if drill.answer is not None else None)
+    plan = acting.plan if acting is not None else None
+    recovered_at = acting.recovered_at - epoch if acting is not None and acting.recovered_at is not None else None
     return ActResult(drill=result, actions=[_summary(a) for a in (plan.actions if plan else [])],
                      recovered=recovered_at is not None,
                      seconds_to_recovery=(round(recovered_at - onset, 1)
                                           if recovered_at is not None and onset is not None else None),
-                     acted_at=acted_at, plan=plan.to_json() if plan else {},
-                     audit=actuator.ledger.audit_trail())
+                     acted_at=acting.acted_at - epoch if acting is not None and acting.acted_at is not None else None,
+                     plan=plan.to_json() if plan else {}, audit=responder.ledger.audit_trail(),
+                     incident_id=acting.id if acting is not None else None)
+
+
+def _served(responder: Responder) -> Case | None:
+    """The first incident the loop planned for (the drill's), open or resolved."""
+    cases = list((responder.cases or {}).values()) + list(responder.resolved)
+    planned = sorted((c for c in cases if c.plan is not None), key=lambda c: c.opened_at)
+    return planned[0] if planned else None
 
 
 def _run_args(args: tuple[str, int] | tuple[str, int, Path]) -> ActResult:

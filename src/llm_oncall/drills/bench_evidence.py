@@ -23,8 +23,10 @@ def default_corpus(start: Path | None = None) -> Path | None:
     return None
 
 
-def run(root: Path, repeat: int = 1) -> dict[str, Any]:
-    """Classify every sample (``repeat`` times for the files/s figure); scores come from the first pass."""
+def run(root: Path, repeat: int = 1, by_source: bool = False) -> dict[str, Any]:
+    """Classify every sample (``repeat`` times for the files/s figure); scores come from the first pass.
+    ``by_source``: also the accuracy of samples whose source thread has other samples in the corpus
+    ("shared") and of those that are the only sample of their thread ("only")."""
     samples = corpus.load(root)
     report = corpus.evaluate(samples)
     seconds = report.seconds
@@ -34,4 +36,6 @@ def run(root: Path, repeat: int = 1) -> dict[str, Any]:
     out["corpus"] = str(root)
     out["files_per_s"] = round(len(samples) * max(1, repeat) / seconds, 1) if seconds > 0 else None
     out["table"] = report.table()
+    if by_source:
+        out["by_source"] = report.by_source()
     return out

@@ -14,7 +14,7 @@ from typing import Any
 
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
-from llm_oncall.drills.simsource import SimSource
+from llm_oncall.respond.simsource import SimSource
 from llm_oncall.runbooks.expr import Expr, compile_expr
 from llm_oncall.signals.source import Batch
 from llm_oncall.sim import INCIDENTS, FaultSpec, Fleet, FleetConfig, scenario
@@ -76,10 +76,11 @@ class DrillLoop:
     """One scrape at a time: the autopilot on the fleet's telemetry, the timeline the scorer reads, and the first
     answer after onset (the scorer, not the autopilot, may look at the truth for that)."""
 
-    def __init__(self, fleet: Fleet, incident: str, interval_s: float = INTERVAL_S, flap: float = 0.0) -> None:
+    def __init__(self, fleet: Fleet, incident: str, interval_s: float = INTERVAL_S, flap: float = 0.0,
+                 lock: Any = None) -> None:
         self.fleet = fleet
         self.interval_s = interval_s
-        self.source = SimSource(fleet, interval_s, flap=flap)
+        self.source = SimSource(fleet, interval_s, flap=flap, lock=lock)
         self.pilot = Autopilot(interval_s=interval_s)
         self.alert = _alert_of(self.pilot, incident)
         self.timeline: list[tuple[float, Diagnosis, bool]] = []
@@ -88,7 +89,10 @@ class DrillLoop:
     def step(self, batch: Batch | None = None) -> Diagnosis:
         """Observe one scrape (`batch`, else collected now) and diagnose it."""
         self.pilot.observe(batch if batch is not None else self.source.collect())
-        d = self.pilot.step()
+        return self.note(self.pilot.step())
+
+    def note(self, d: Diagnosis) -> Diagnosis:
+        """Score a diagnosis of this loop's autopilot (`drill --act`: the responder's round made it)."""
         now = self.fleet.now
         symptom = self.alert is not None and self.alert.holds(self.pilot.features[-1].values)
         self.timeline.append((now, d, symptom))

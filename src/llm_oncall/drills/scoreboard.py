@@ -1,31 +1,59 @@
-"""The drill scoreboard: injected vs diagnosed, time to diagnosis, key evidence."""
+"""The drill scoreboards: injected vs diagnosed, time to diagnosis, key evidence; with --act, what was done and
+whether the fleet recovered. Columns are picked by width (llm_oncall.termtable)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
 from llm_oncall.drills.runner import DrillResult
+from llm_oncall.termtable import Column, FitTable
 
 
-def scoreboard(results: Sequence[DrillResult], seed: int | None = None) -> Table:
+def _mark(ok: bool) -> Text:
+    return Text("✓", style="green") if ok else Text("✗", style="bold red")
+
+
+def scoreboard(results: Sequence[DrillResult], seed: int | None = None) -> FitTable:
     correct = sum(r.correct for r in results)
     title = f"Drill scoreboard: {correct}/{len(results)} correct" + (f" (seed {seed})" if seed is not None else "")
-    t = Table(title=title, title_justify="left")
-    t.add_column("injected", no_wrap=True)
-    t.add_column("diagnosed as", no_wrap=True)
-    t.add_column("", justify="center")
-    t.add_column("onset → diagnosis", justify="right")
-    t.add_column("intervals", justify="right")
-    t.add_column("key evidence", overflow="fold")
+    t = FitTable(
+        Column("injected", no_wrap=True),
+        Column("diagnosed as", no_wrap=True),
+        Column("", justify="center", no_wrap=True),
+        Column("to diagnosis", justify="right", no_wrap=True, priority=1),
+        Column("intervals", justify="right", no_wrap=True, priority=3, stack=False),
+        Column("key evidence", min_width=30, priority=2),
+        title=title)
     for r in results:
-        mark = Text("✓", style="green") if r.correct else Text("✗", style="bold red")
         ttd = f"{r.seconds_to_diagnosis:.0f}s" if r.seconds_to_diagnosis is not None else "–"
         iv = f"{r.intervals_to_diagnosis:.0f}" if r.intervals_to_diagnosis is not None else "–"
         evidence = "; ".join(r.evidence[:2]) or ("no page" if r.diagnosed == "healthy" else "")
         if r.false_pages:
             evidence = f"{r.false_pages} false page(s) before onset; " + evidence
-        t.add_row(r.incident, r.diagnosed, mark, ttd, iv, Text(evidence))
+        t.add_row(r.incident, r.diagnosed, _mark(r.correct), ttd, iv, evidence)
+    return t
+
+
+def act_scoreboard(results: Sequence[Any]) -> FitTable:
+    """`drill --act`: each result's drill (injected, diagnosed), its actions (kind, target, status, verdict),
+    recovery and postmortem."""
+    ok = sum(bool(r.drill.correct and r.recovered) for r in results)
+    t = FitTable(
+        Column("injected", no_wrap=True),
+        Column("diagnosed as", no_wrap=True),
+        Column("", justify="center", no_wrap=True),
+        Column("recovered", justify="right", no_wrap=True),
+        Column("actions", min_width=44, priority=1),
+        Column("postmortem", priority=2),
+        title=f"Drill --act: {ok}/{len(results)} diagnosed and recovered")
+    for r in results:
+        rec = f"{r.seconds_to_recovery:.0f}s" if r.recovered and r.seconds_to_recovery is not None else "no"
+        acts = [f"{a['kind']} {a['target']}: {a['status']}"
+                + (f" ({a['verification']['verdict']})" if a.get("verification") else "") for a in r.actions]
+        pm = r.postmortem["markdown"] if r.postmortem is not None else ""
+        t.add_row(r.drill.incident, r.drill.diagnosed, _mark(bool(r.drill.correct)), rec,
+                  "\n".join(acts) or "none", str(pm))
     return t

@@ -22,15 +22,16 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.drills.calibration import Answer, brier, reliability
 from llm_oncall.drills.generator import CLASSES, HEALTHY, HEALTHY_AFTER_S, Scenario, generate
 from llm_oncall.drills.runner import INTERVAL_S, DrillResult, run_one
-from llm_oncall.drills.simsource import SimSource
+from llm_oncall.respond.simsource import SimSource
 from llm_oncall.sim import Fleet, FleetConfig, lifecycle
 from llm_oncall.sim.autoscaler import HpaConfig
+from llm_oncall.termtable import Column, FirstFit, FitTable
 
 ProgressFn = Callable[[Scenario, DrillResult], None]
 
@@ -255,13 +256,61 @@ def _fmt(v: float | None, spec: str = ".2f") -> str:
     return "–" if v is None else format(v, spec)
 
 
+def confusion_table(report: SuiteReport) -> FirstFit:
+    """The confusion matrix where it fits; in a narrow terminal the same numbers one row per injected class: how
+    many, how many right, recall, precision and what the others were diagnosed as (the off-diagonal cells)."""
+    return FirstFit(confusion_matrix(report), confusion_rows(report))
+
+
+def confusion_matrix(report: SuiteReport) -> FitTable:
+    classes = report.classes()
+    per = report.per_class()
+    cm = FitTable(Column("injected \\ diagnosed", no_wrap=True),
+                  *[Column(ABBREV.get(c, c), justify="right", no_wrap=True) for c in classes],
+                  Column("recall", justify="right", no_wrap=True),
+                  title="Confusion matrix (rows: injected, columns: diagnosed)")
+    for a in classes:
+        row = report.confusion.get(a, {})
+        if not sum(row.values()):
+            continue
+        cells = []
+        for c in classes:
+            n = row.get(c, 0)
+            cells.append(Text(str(n), style="green" if a == c else ("bold red" if n else "dim")))
+        recall = per[a]["recall"]
+        cm.add_row(a, *cells, _fmt(recall if isinstance(recall, float) else None, ".0%"))
+    prec = [_fmt(p if isinstance(p := per[c]["precision"], float) else None, ".0%") for c in classes]
+    cm.add_row(Text("precision", style="italic"), *prec, "")
+    return cm
+
+
+def confusion_rows(report: SuiteReport) -> FitTable:
+    per = report.per_class()
+    t = FitTable(Column("injected", no_wrap=True), Column("right", justify="right", no_wrap=True),
+                 Column("recall", justify="right", no_wrap=True), Column("precision", justify="right", no_wrap=True,
+                                                                         priority=2),
+                 Column("diagnosed instead", min_width=24, priority=1),
+                 title="Confusion (rows: injected; precision: of the diagnoses of that class)")
+    for a in report.classes():
+        row = report.confusion.get(a, {})
+        total = sum(row.values())
+        if not total:
+            continue
+        recall = per[a]["recall"]
+        precision = per[a]["precision"]
+        wrong = ", ".join(f"{c} {n}" for c, n in sorted(row.items(), key=lambda kv: (-kv[1], kv[0]))
+                          if c != a and n)
+        t.add_row(a, f"{row.get(a, 0)}/{total}", _fmt(recall if isinstance(recall, float) else None, ".0%"),
+                  _fmt(precision if isinstance(precision, float) else None, ".0%"),
+                  Text(wrong or "–", style="bold red" if wrong else "dim"))
+    return t
+
+
 def render_suite(report: SuiteReport, console: Console) -> None:
     data = report.to_json()
-    summary = Table(title=f"Drill suite: {data['scenarios']} scenarios, seed {report.seed}", title_justify="left",
-                    show_header=False)
-    summary.add_column("score")
-    summary.add_column("value", justify="right")
-    summary.add_column("goal")
+    summary = FitTable(Column("score", min_width=24), Column("value", justify="right", min_width=16),
+                       Column("goal", no_wrap=True, priority=1),
+                       title=f"Drill suite: {data['scenarios']} scenarios, seed {report.seed}", show_header=False)
     summary.add_row("top-1 accuracy", f"{data['accuracy']:.1%} ({data['correct']}/{data['scenarios']})", "≥ 99 %")
     summary.add_row("MTTD median (scrape intervals from symptom)", _fmt(data["mttd_median_intervals"]), "≤ 1")
     summary.add_row("MTTD p95 (scrape intervals from symptom)", _fmt(data["mttd_p95_intervals"]), "≤ 2")
@@ -274,27 +323,7 @@ def render_suite(report: SuiteReport, console: Console) -> None:
     summary.add_row("wall time", f"{data['wall_seconds']:.0f} s on {report.workers} workers{cpu} "
                     f"({data['scenarios_per_minute']} scenarios/min)", "")
     console.print(summary)
-
-    classes = report.classes()
-    cm = Table(title="Confusion matrix (rows: injected, columns: diagnosed)", title_justify="left")
-    cm.add_column("injected \\ diagnosed")
-    for c in classes:
-        cm.add_column(ABBREV.get(c, c), justify="right")
-    cm.add_column("recall", justify="right")
-    per = report.per_class()
-    for a in classes:
-        row = report.confusion.get(a, {})
-        if not sum(row.values()):
-            continue
-        cells = []
-        for c in classes:
-            n = row.get(c, 0)
-            style = "green" if a == c else ("bold red" if n else "dim")
-            cells.append(f"[{style}]{n}[/{style}]")
-        cm.add_row(a, *cells, _fmt(per[a]["recall"] if isinstance(per[a]["recall"], float) else None, ".0%"))
-    prec = [_fmt(p if isinstance(p := per[c]["precision"], float) else None, ".0%") for c in classes]
-    cm.add_row("[italic]precision[/italic]", *prec, "")
-    console.print(cm)
+    console.print(confusion_table(report))
 
     fails = data["failures"]
     if not fails:
@@ -518,11 +547,10 @@ def _render_soak(report: SoakReport, console: Console) -> None:
                   f"= {d['false_pages_per_hour']:.2f}/hour[/{style}]")
     if not d["pages"]:
         return
-    t = Table(title="False pages (episodes)", title_justify="left")
-    t.add_column("from (sim h)", justify="right")
-    t.add_column("scrapes", justify="right")
-    t.add_column("diagnosed as")
-    t.add_column("summary", overflow="fold")
+    t = FitTable(Column("from (sim h)", justify="right", no_wrap=True), Column("scrapes", justify="right", no_wrap=True,
+                                                                           priority=2),
+                 Column("diagnosed as", no_wrap=True), Column("summary", min_width=30, priority=1),
+                 title="False pages (episodes)")
     for p in d["pages"]:
         t.add_row(f"{p['t'] / 3600.0:.2f}", str(p["evaluations"]), p["incident"], p["summary"][:300])
     console.print(t)

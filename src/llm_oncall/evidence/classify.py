@@ -27,6 +27,7 @@ from llm_oncall.evidence import (
     nccl,
     nvidia_smi,
     outputs,
+    paste,
     pyspy,
     stats,
     vllm_startup,
@@ -136,8 +137,16 @@ def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding |
 
 def classify_all(text: str, name: str) -> list[Finding]:
     """Every parser's findings for ``text``, most severe first."""
+    text_in = text
     found: list[Finding] = []
     failed: list[str] = []
+    # every parser reads the paste reader's cleaned text (same line count, so line numbers are the paste's)
+    try:
+        text = paste.read(text).clean
+        quoted = outputs.parse_quoted(text_in, name)
+    except Exception:
+        quoted = None
+        failed.append("paste")
     for pname, fn in list(_REGISTRY.items()):
         try:
             result = fn(text, name)
@@ -148,6 +157,8 @@ def classify_all(text: str, name: str) -> list[Finding]:
         for f in items:
             if isinstance(f, Finding):
                 found.append(f if f.parser else f.replace(parser=pname))
+    if quoted is not None and not any(f.category == "bad-output" for f in found):
+        found.append(quoted)
     if not found:
         try:
             g = outputs.parse_plain(text, name)

@@ -141,6 +141,19 @@ class Report:
                  "kind": r.finding.kind, "confidence": r.finding.confidence}
                 for r in self.results if not r.correct]
 
+    def by_source(self) -> dict[str, dict[str, Any]]:
+        """Accuracy split by whether a sample's source thread (its URL, without a fragment) has other samples in
+        the corpus ("shared") or only this one ("only"): the gap measures how much the classifier learnt from
+        the threads it has seen."""
+        threads = Counter(source_key(r.sample) for r in self.results)
+        out: dict[str, dict[str, Any]] = {}
+        for group in ("shared", "only"):
+            rs = [r for r in self.results if (threads[source_key(r.sample)] > 1) == (group == "shared")]
+            hit = sum(r.correct for r in rs)
+            out[group] = {"samples": len(rs), "correct": hit, "threads": len({source_key(r.sample) for r in rs}),
+                          "accuracy": round(hit / len(rs), 4) if rs else None}
+        return out
+
     def to_json(self) -> dict[str, Any]:
         n = len(self.results)
         return {
@@ -162,6 +175,12 @@ class Report:
             r = "-" if v["recall"] is None else f"{v['recall']:.3f}"
             rows.append(f"{c:<14} {v['n']:>4} {v['predicted']:>5} {p:>9} {r:>7}")
         return "\n".join(rows)
+
+
+def source_key(s: Sample) -> str:
+    """The thread a sample comes from: its source URL without fragment, query or trailing slash."""
+    url = s.entry.source.url.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+    return url.lower()
 
 
 def evaluate(samples: Iterable[Sample]) -> Report:

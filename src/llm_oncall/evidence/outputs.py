@@ -37,6 +37,14 @@ _SPECIAL = re.compile(
     r"|<unused\d{1,5}>|\[unused\d{1,5}\]|<0x[0-9A-F]{2}>|</?s>"
 )
 # Chat-template role markers leaking into the text (ChatGLM's "<|assistant|>", decoded as "|assistant|" too).
+# the reserved tokens of BERT/T5/Cohere-style vocabularies written out: <EOS_TOKEN>, <SEP>, <MASK_TOKEN>, <UNK>
+_NAMED_TOKEN = re.compile(r"<(?:EOS|BOS|SEP|CLS|PAD|UNK|MASK|EOP|EOT|SOS)(?:_TOKEN)?>", re.IGNORECASE)
+# the most frequent English function words: a text of 25+ words made almost only of them is word salad
+_FUNCTION_WORD_LIST = ("a an the of to in on at by for with from as and or but if that this these those which who what "
+                       "it its is are was were be been has have had do does not no so than then there their they he "
+                       "she we you i")
+_FUNCTION_WORDS = frozenset(_FUNCTION_WORD_LIST.split(" "))
+FUNCTION_WORD_SALAD = 0.75
 _ROLES = r"(?:assistant|user|system|observation)"
 _ROLE = re.compile(rf"<\|{_ROLES}\|>|(?<![<|])\|{_ROLES}\|(?![>|])")
 _RESERVED = re.compile(
@@ -151,7 +159,9 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
         scores["loop_repeats"] = float(loop[1])
     elif _word_loop(text) < 0.15 or _repeated_ngrams(text) >= REPEATED_NGRAM_SHARE:
         reasons.append("repetition")
-    specials = _SPECIAL.findall(text) + _ROLE.findall(text)
+    if _function_word_share(text) >= FUNCTION_WORD_SALAD or _glued_words(text) >= GLUED_WORDS:
+        reasons.append("word_salad")
+    specials = _SPECIAL.findall(text) + _ROLE.findall(text) + _NAMED_TOKEN.findall(text)
     reserved = [s for s in specials if _RESERVED.search(s)]
     if reserved or len(specials) >= 3:
         reasons.append("special_tokens")
@@ -177,6 +187,37 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
                 reasons.append("script_mismatch")
                 scores["prompt_script_share"] = round(share, 3)
     return Garbage(bool(reasons), tuple(dict.fromkeys(reasons)), scores)
+
+
+def _function_word_share(text: str) -> float:
+    """Share of function words among the words of a 25+ word text (English prose: about half)."""
+    words = re.findall(r"[A-Za-z]+", text[:MAX_TEXT])
+    if len(words) < 25:
+        return 0.0
+    return sum(1 for w in words if w.lower() in _FUNCTION_WORDS) / len(words)
+
+
+GLUED_WORDS = 3
+
+
+def _glued_words(text: str) -> int:
+    """Words glued to a function word ("andrequest", "todescription") whose rest is a word of the same text:
+    a degenerate decoder drops the spaces between tokens it keeps repeating. At least 3 of them, and 2% of
+    the words, count."""
+    words = [w.lower() for w in re.findall(r"[A-Za-z]+", text[:MAX_TEXT])]
+    if len(words) < 25:
+        return 0
+    vocab = set(words)
+    glued = 0
+    for w in words:
+        if len(w) < 7:
+            continue
+        for fw in ("and", "the", "of", "to", "for", "with"):
+            rest = w[len(fw):]
+            if w.startswith(fw) and len(rest) >= 4 and rest in vocab:
+                glued += 1
+                break
+    return glued if glued / len(words) >= 0.02 else 0
 
 
 def is_garbage(prompt: str, answer: str) -> bool:
@@ -491,3 +532,33 @@ def _finding(text: str, name: str, plain: bool) -> Finding | None:
     facts["reading"] = "sampled outputs look like normal text"
     return Finding(name, "model_outputs_ok", True, None, 0.55, facts, (), "outputs", severity="info",
                    category="benign")
+
+
+def parse_quoted(text: str, name: str) -> Finding | None:
+    """Model outputs quoted in the prose of a pasted document (the paste reader finds them: a quoted span,
+    the text after an "output:" cue, a blockquote or fence that is not a log): a finding when one is
+    garbage. Log and command text is never read as an output."""
+    from llm_oncall.evidence import paste
+
+    bad: list[tuple[int, str, tuple[str, ...]]] = []
+    quoted = paste.read(text).quoted
+    for q in quoted[:200]:
+        g = garbage(q.text)
+        if g.garbage:
+            bad.append((q.line, q.text, g.reasons))
+    if not bad:
+        return None
+    sample = bad[0][1]
+    facts: dict[str, Any] = compact({
+        "format": "quoted",
+        "samples": len(quoted),
+        "garbage": len(bad),
+        "reasons": sorted({r for _, _, rs in bad for r in rs}),
+        "sample": sample[:200],
+        "reading": "a model output quoted in the text is garbage",
+        "next_step": "compare outputs per revision: a new revision only is a bad rollout, one pod only a GPU",
+    })
+    lines = tuple(sorted({ln for ln, _, _ in bad}))[:20]
+    return Finding(name, "garbage_quoted_output", False, "bad-model-rollout", 0.45, facts, lines, "outputs",
+                   severity="warning", category="bad-output")
+

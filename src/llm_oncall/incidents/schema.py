@@ -30,6 +30,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE approvals (action_id TEXT PRIMARY KEY, plan_id TEXT NOT NULL, incident_id TEXT NOT NULL,
         decision TEXT NOT NULL, actor TEXT NOT NULL, at REAL NOT NULL);
     """,
+    # 3: an override-role approval of a guard-blocked action carries its reason
+    """
+    ALTER TABLE approvals ADD COLUMN override TEXT;
+    """,
 )
 LATEST = len(MIGRATIONS)
 

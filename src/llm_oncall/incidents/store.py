@@ -21,7 +21,8 @@ from llm_oncall.incident_ids import FAULTS
 from llm_oncall.incidents.schema import migrate
 
 STATUSES = ("open", "mitigating", "mitigated", "resolved")
-EVENT_KINDS = ("alert", "diagnosis", "plan", "approval", "action", "verification", "notification", "status")
+EVENT_KINDS = ("alert", "diagnosis", "plan", "approval", "action", "verification", "notification", "status", "effect",
+               "note")
 _ORDER = {s: i for i, s in enumerate(STATUSES)}
 UNNAMED = ("unknown", "healthy")
 """Answers that name no runbook: they never rename an incident a runbook named."""
@@ -232,24 +233,34 @@ class IncidentStore:
                               (incident_id,))[0][0])
 
     # ---- approvals ----------------------------------------------------------------------------------
-    def decide(self, incident_id: str, plan_id: str, action_id: str, decision: str, actor: str) -> bool:
-        """The first decision on an action wins (an approval re-sent is not a second one); False if decided."""
+    def decide(self, incident_id: str, plan_id: str, action_id: str, decision: str, actor: str,
+               override: str | None = None) -> bool:
+        """The first decision on an action wins (an approval re-sent is not a second one); False if decided.
+        `override`: the reason an override-role approver gave for approving a guard-blocked action."""
         at = self.clock()
 
         def go(db: sqlite3.Connection) -> bool:
             try:
-                db.execute("INSERT INTO approvals VALUES (?, ?, ?, ?, ?, ?)",
-                           (action_id, plan_id, incident_id, decision, actor, at))
+                db.execute("INSERT INTO approvals (action_id, plan_id, incident_id, decision, actor, at, override) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)", (action_id, plan_id, incident_id, decision, actor, at,
+                                                            override))
             except sqlite3.IntegrityError:
                 return False
-            self._event(db, incident_id, at, "approval", actor, {"action_id": action_id, "decision": decision,
-                                                                 "plan_id": plan_id})
+            detail: dict[str, Any] = {"action_id": action_id, "decision": decision, "plan_id": plan_id}
+            if override is not None:
+                detail["override"] = override
+            self._event(db, incident_id, at, "approval", actor, detail)
             return True
         return bool(self._tx(go))
 
     def decisions(self, plan_id: str) -> dict[str, dict[str, Any]]:
-        rows = self._rows("SELECT action_id, decision, actor, at FROM approvals WHERE plan_id = ?", (plan_id,))
-        return {a: {"decision": d, "actor": who, "at": at} for a, d, who, at in rows}
+        rows = self._rows("SELECT action_id, decision, actor, at, override FROM approvals WHERE plan_id = ?",
+                          (plan_id,))
+        return {a: {"decision": d, "actor": who, "at": at, "override": o} for a, d, who, at, o in rows}
+
+    def incident_of_plan(self, plan_id: str) -> str | None:
+        rows = self._rows("SELECT id FROM incidents WHERE plan_id = ? ORDER BY opened_at DESC LIMIT 1", (plan_id,))
+        return str(rows[0][0]) if rows else None
 
     # ---- reading ------------------------------------------------------------------------------------
     def incidents(self, status: str | None = None) -> list[dict[str, Any]]:

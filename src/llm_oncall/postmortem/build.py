@@ -224,7 +224,8 @@ def _timeline(rec: Record, m: Moments, lang: str) -> list[tuple[str, str, str]]:
     if m.recovery is not None:
         sig: dict[str, Any] = next((e.detail.get("signals") or {} for e in rec.events("verification")
                                     if e.detail.get("recovered_at")), {})
-        detail = ", ".join(f"{k} {num(v)}" for k, v in (sig or {}).items()) or "—"
+        detail = ", ".join(f"{k} {num(v.get('value') if isinstance(v, dict) else v)}"
+                           for k, v in (sig or {}).items()) or "—"
         rows.append((m.recovery, 5, "recovery", tr(lang, "ev_recovery", detail=detail)))
     rows.sort(key=lambda r: (r[0], r[1]))
     return [(utc(t), kind, text) for t, _, kind, text in rows]
@@ -255,4 +256,6 @@ def _event_text(kind: str, d: dict[str, Any], lang: str) -> str:
         return tr(lang, "ev_approval", action=d.get("action_id"), decision=d.get("decision"))
     if kind == "notification":
         return tr(lang, "ev_notify", detail=d.get("text") or d.get("event") or "")
+    if kind in ("effect", "note"):
+        return tr(lang, f"ev_{kind}", detail=d.get("detail", ""))
     return str(d)

@@ -83,7 +83,11 @@ def lessons(rec: Record, m: Moments, imp: Impact, lang: str) -> Lessons:
     if m.recovery is None:
         wrong.append(tr(lang, "wrong_not_recovered"))
     elif m.ttm_s is not None and m.first_action is not None:
-        well.append(tr(lang, "well_ttm", s=duration(m.ttm_s, lang)))
+        approvers = sorted({e.actor for e in rec.events("approval") if e.detail.get("decision") == "approved"})
+        if approvers:
+            well.append(tr(lang, "well_ttm_approved", s=duration(m.ttm_s, lang), who=", ".join(approvers)))
+        else:
+            well.append(tr(lang, "well_ttm", s=duration(m.ttm_s, lang)))
     if imp.known and imp.slo_minutes_burned > 0:
         wrong.append(tr(lang, "wrong_slo", m=f"{imp.slo_minutes_burned:.1f}"))
     for t, other in follow_on(rec, m):

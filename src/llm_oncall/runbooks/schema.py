@@ -84,6 +84,8 @@ class Action(_Model):
     action: Literal[ACTIONS]  # type: ignore[valid-type]
     params: dict[str, Any] = Field(default_factory=dict)
     text: Text
+    instead_of: str | None = None
+    """An alternative to an earlier action of this runbook ("… or roll back"): taken only when that one was not."""
 
 
 class LongTerm(_Model):
@@ -189,6 +191,14 @@ class Runbook(_Model):
     @classmethod
     def _alert(cls, v: str | None) -> str | None:
         return None if v is None else _condition(v)
+
+    @model_validator(mode="after")
+    def _alternatives(self) -> Runbook:
+        for i, a in enumerate(self.emergency):
+            if a.instead_of is not None and a.instead_of not in {b.action for b in self.emergency[:i]}:
+                raise ValueError(f"emergency: {a.action}.instead_of {a.instead_of!r} names no earlier action of this "
+                                 "runbook")
+        return self
 
     @model_validator(mode="after")
     def _no_self_lookalike(self) -> Runbook:

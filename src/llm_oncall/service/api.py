@@ -1,7 +1,10 @@
 """The HTTP API: Alertmanager receiver, incidents, approvals, /healthz, /metrics (stdlib HTTP server, threads).
 
 Roles by bearer token (config `auth`): `webhook` posts alerts, `api` reads incidents, `approve` reads incidents
-and approves or rejects actions.  No token or an unknown one → 401; a known token without the role → 403.
+and approves or rejects actions, `override` also approves an action the guard blocks (with a reason, audited).
+No token or an unknown one → 401; a known token without the role → 403.  An approval answers 202 only for an
+action that can run (waiting, approvable, on an incident still open or mitigating); its outcome (executed,
+failed, refused and why) follows on the incident's timeline, in its plan and through the notifiers.
 /healthz and /metrics need no token.
 """
 
@@ -18,7 +21,7 @@ from pydantic import ValidationError
 
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.incidents import IncidentStore, StoreError
-from llm_oncall.service.config import ServiceConfig
+from llm_oncall.service.config import ROLES, ServiceConfig
 from llm_oncall.service.telemetry import Log, Metrics
 from llm_oncall.service.watch import Watcher
 from llm_oncall.service.webhook import Webhook
@@ -38,7 +41,7 @@ class Service(Protocol):
 
     def health(self) -> dict[str, Any]: ...
 
-    def find_action(self, action_id: str) -> tuple[str, str] | None: ...
+    def find_action(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None: ...
 
     def is_leader(self) -> bool: ...
 
@@ -112,14 +115,17 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
             if scheme.lower() != "bearer" or not token.strip():
                 raise HttpError(401, "a bearer token is required", {"WWW-Authenticate": 'Bearer realm="llm-oncall"'})
             token = token.strip()
-            held = {r for r in ("webhook", "api", "approve")
-                    if any(hmac.compare_digest(token, t) for t in getattr(service.cfg.auth, r))}
+            held = self._roles(token)
             if not held:
                 raise HttpError(401, "unknown token", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
             if not held & set(roles):
                 raise HttpError(403, f"this token's role ({', '.join(sorted(held))}) may not do this; needs "
                                      f"{' or '.join(roles)}")
             return token
+
+        def _roles(self, token: str) -> set[str]:
+            held = {r for r in ROLES if any(hmac.compare_digest(token, t) for t in getattr(service.cfg.auth, r))}
+            return held | ({"approve"} if "override" in held else set())
 
         def _leader_only(self) -> None:
             """A follower's store is not the leader's: 503 makes Alertmanager re-send (to the leader, through the
@@ -132,8 +138,10 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
             if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
                 raise HttpError(411, "send a Content-Length")
             raw = self.headers.get("Content-Length")
-            if raw is None or not raw.isdigit():
-                raise HttpError(411, "send a Content-Length")
+            if raw is None:
+                return b""  # RFC 9112 §6.3: a request with neither Content-Length nor chunked has no body
+            if not raw.isdigit():
+                raise HttpError(400, "Content-Length: not a number")
             n = int(raw)
             if n > service.cfg.max_body_bytes:
                 raise HttpError(413, f"body of {n} bytes > max_body_bytes {service.cfg.max_body_bytes}")
@@ -162,11 +170,11 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
                 self._leader_only()
                 return self._json(200, self._alerts(body))
             if path == "/api/v1/incidents" and method == "GET":
-                self._auth("api", "approve")
+                self._auth("api", "approve", "override")
                 return self._json(200, service.store.incidents())
             m = _INCIDENT.match(path)
             if m and method == "GET":
-                self._auth("api", "approve")
+                self._auth("api", "approve", "override")
                 inc = service.store.get(m.group(1))
                 if inc is None:
                     raise HttpError(404, f"no incident {m.group(1)}")
@@ -174,7 +182,7 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
                 return self._json(200, inc)
             m = _ACTION.match(path)
             if m and method == "POST":
-                token = self._auth("approve")
+                token = self._auth("approve", "override")
                 body = self._body()
                 self._leader_only()
                 return self._json(202, self._decide(m.group(1), m.group(2), token, body))
@@ -208,33 +216,59 @@ def make_server(service: Service, host: str, port: int) -> ThreadingHTTPServer:
 
         def _decide(self, action_id: str, verb: str, token: str, body: bytes) -> dict[str, Any]:
             by = self.headers.get("X-Approver", "")
+            reason: str | None = None
             if body.strip():
                 try:
                     data = json.loads(body)
                 except ValueError:
                     raise HttpError(400, "body: expected JSON like {\"by\": \"alice\"}") from None
-                if isinstance(data, dict) and isinstance(data.get("by"), str):
-                    by = data["by"]
+                if isinstance(data, dict):
+                    if isinstance(data.get("by"), str):
+                        by = data["by"]
+                    if data.get("reason") is not None:
+                        if not isinstance(data["reason"], str) or not 3 <= len(data["reason"].strip()) <= 500:
+                            raise HttpError(400, "reason: 3–500 characters")
+                        reason = data["reason"].strip()
             if by and not _APPROVER.match(by):
                 raise HttpError(400, "by: 1–64 characters of letters, digits, @ . _ - and spaces")
             if service.cfg.mode != "approve":
                 raise HttpError(409, f"mode is {service.cfg.mode}: approvals are taken in approve mode only")
             found = service.find_action(action_id)
             if found is None:
-                raise HttpError(404, f"no action {action_id} in an open incident's plan")
-            iid, plan_id = found
+                raise HttpError(404, f"no action {action_id} in an incident's plan")
+            inc, action = found
+            iid, plan_id = str(inc["id"]), str(inc["plan_id"])
+            if inc["status"] in ("mitigated", "resolved"):
+                raise HttpError(409, f"incident {iid} is {inc['status']}: nothing is executed on it any more")
+            if action.get("status") not in ("planned", "dry_run"):
+                raise HttpError(409, f"action {action_id} is {action.get('status')}: "
+                                     f"{action.get('result') or (action.get('guard') or {}).get('why', '')}")
+            guard = action.get("guard") or {}
+            override: str | None = None
+            if verb == "approve" and not guard.get("approvable", False):
+                why = guard.get("why", "the guard blocks it")
+                if "override" not in self._roles(token):
+                    raise HttpError(409, f"action {action_id} is blocked: {why}. Approving it needs the override "
+                                         "role and a reason")
+                if reason is None:
+                    raise HttpError(409, f"action {action_id} is blocked: {why}. An override needs a reason "
+                                         "({\"reason\": \"…\"})")
+                override = reason
             actor = f"{by} ({token_id(token)})" if by else token_id(token)
             decision = "approved" if verb == "approve" else "rejected"
             try:
-                fresh = service.store.decide(iid, plan_id, action_id, decision, actor)
+                fresh = service.store.decide(iid, plan_id, action_id, decision, actor, override=override)
             except StoreError as exc:
                 raise HttpError(503, f"the store cannot take the decision now ({exc})", {"Retry-After": "5"}) from None
             if not fresh:
                 prev = service.store.decisions(plan_id).get(action_id, {})
                 raise HttpError(409, f"action {action_id} was already {prev.get('decision')} by {prev.get('actor')}")
             service.watcher.wake.set()
-            service.log.info("decision", action_id=action_id, decision=decision, actor=actor, incident_id=iid)
-            return {"action_id": action_id, "decision": decision, "by": actor, "incident": iid, "plan_id": plan_id}
+            service.log.info("decision", action_id=action_id, decision=decision, actor=actor, incident_id=iid,
+                             override=override)
+            return {"action_id": action_id, "decision": decision, "by": actor, "incident": iid, "plan_id": plan_id,
+                    "outcome": "pending: executed on the next round; the outcome follows on the incident's timeline",
+                    **({"override": override} if override else {})}
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True

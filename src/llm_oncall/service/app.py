@@ -25,12 +25,12 @@ class Service:
         self.cfg = cfg
         self.log = log or Log(cfg.log_level)
         self.metrics = Metrics()
-        self.store = IncidentStore(cfg.db, busy_timeout_s=2.0)
-        self.ledger = Ledger(cfg.db)
         self.feed = sources.build(cfg)
+        self.store = IncidentStore(cfg.db, clock=self.feed.clock, busy_timeout_s=2.0)
+        self.ledger = Ledger(cfg.db, clock=self.feed.clock)
         policy = Policy.load(cfg.policy) if cfg.policy is not None else Policy()
         # "a diagnosis older than two scrape intervals is re-checked before execution" (the loop's interval)
-        policy.max_diagnosis_age_s = 2 * cfg.interval
+        policy.max_diagnosis_age_s = 2 * self.feed.interval_s
         actuator = None
         self.elector: LeaderElector | None = None
         if self.feed.kubeconfig is not None or cfg.in_cluster:
@@ -44,15 +44,17 @@ class Service:
                                              le.identity or default_identity(), le.duration_s, le.renew, self.log)
                 fence = LeaseFence(self.elector, policy, self.ledger)
                 self.elector.on_change.append(self._leader_changed)
-            actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve", fence=fence)
+            actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve", fence=fence,
+                                clock=self.feed.clock)
         else:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,
                                self.log, cfg.resolve_after)
+        self.watcher.policy_file = cfg.policy
         self.telemetry = TelemetryLog(cfg.db)
-        self.watcher.telemetry = self.telemetry
+        self.watcher.responder.telemetry = self.telemetry
         if self.elector is not None:
-            self.watcher.is_leader = self.elector.is_leader
+            self.watcher.set_leader(self.elector.is_leader)
         self.metrics.leader.set(0 if self.elector is not None else 1)
         host, port = cfg.host_port
         self.httpd = api.make_server(self, host, port)
@@ -61,7 +63,7 @@ class Service:
         self.stopped = threading.Event()
         self.notifier = Notifier(cfg.notify, self.store, self.log, self.url,
                                  on_outcome=lambda o: self.metrics.notifications.labels(o).inc())
-        self.watcher.notify = self.notifier
+        self.watcher.set_notify(self.notifier)
 
     @property
     def url(self) -> str:
@@ -128,12 +130,14 @@ class Service:
                 **({"identity": self.elector.identity, "holder": self.elector.holder}
                    if self.elector is not None else {})}
 
-    def find_action(self, action_id: str) -> tuple[str, str] | None:
-        """(incident id, plan id) of the open incident whose plan holds this action."""
-        active = self.store.active()
-        if active is None or not active.get("plan_id"):
-            return None
-        body = self.ledger.plan(active["plan_id"])
-        if body is None or not any(a["id"] == action_id for a in body["actions"]):
-            return None
-        return str(active["id"]), str(active["plan_id"])
+    def find_action(self, action_id: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """(incident, action as planned: its guard verdict included) of the incident whose plan holds this action;
+        the newest incident first."""
+        for inc in self.store.incidents():
+            if not inc.get("plan_id"):
+                continue
+            body = self.ledger.plan(inc["plan_id"])
+            action = next((a for a in (body or {}).get("actions", []) if a["id"] == action_id), None)
+            if action is not None:
+                return inc, action
+        return None

@@ -5,14 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from llm_oncall.probe.server import parse_duration
+from llm_oncall.service import secrets
 
 Role = Literal["webhook", "api", "approve"]
-ROLES: tuple[str, ...] = ("webhook", "api", "approve")
+ROLES: tuple[str, ...] = ("webhook", "api", "approve", "override")
 
 
 class ConfigError(ValueError):
@@ -38,7 +40,7 @@ class _Strict(BaseModel):
 
 
 class SimSourceConfig(_Strict):
-    pods: int = Field(4, ge=1, le=64)
+    pods: int | None = Field(None, ge=1, le=64, description="default: the fault scenario's fleet (the drill's), else 4")
     fault: str | None = None
     at: float | None = Field(None, ge=0, description="fault onset, simulated seconds")
     seed: int = 0
@@ -85,8 +87,10 @@ class AuthConfig(_Strict):
     webhook: list[str] = Field(default_factory=list)
     api: list[str] = Field(default_factory=list)
     approve: list[str] = Field(default_factory=list)
+    override: list[str] = Field(default_factory=list)
+    """Approvers who may approve a guard-blocked action, with a reason (audited); they also hold `approve`."""
 
-    @field_validator("webhook", "api", "approve")
+    @field_validator("webhook", "api", "approve", "override")
     @classmethod
     def _tokens(cls, v: list[str]) -> list[str]:
         for t in v:
@@ -98,18 +102,106 @@ class AuthConfig(_Strict):
         return {r for r in ROLES if token in getattr(self, r)}
 
 
+NOTIFY_KINDS: tuple[str, ...] = ("webhook", "slack", "teams", "mattermost", "pagerduty")
+NOTIFY_EVENTS: tuple[str, ...] = ("opened", "diagnosis", "plan", "action", "effect", "status")
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+
+
+def _http_url(v: str, path_ok: bool = True) -> str:
+    """An absolute http(s) URL with a host: no spaces or control characters, a valid port."""
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in v):
+        raise ValueError("the URL contains spaces or control characters")
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an http:// or https:// URL with a host")
+    try:
+        parts.port  # noqa: B018 — raises on a port out of range or not a number
+    except ValueError:
+        raise ValueError("invalid port") from None
+    if not path_ok and (parts.query or parts.fragment):
+        raise ValueError("expected a base URL without ?query or #fragment")
+    return v
+
+
 class NotifyConfig(_Strict):
-    kind: Literal["webhook", "slack"]
-    url: str
+    """One notification target (service/notify.py, service/notifiers/): a chat webhook or PagerDuty."""
+
+    kind: Literal["webhook", "slack", "teams", "mattermost", "pagerduty"]
+    url: str | None = Field(None, description="the incoming-webhook URL (a secret: inline, {file: PATH} or "
+                            "{env: NAME}); pagerduty: the Events API v2 endpoint, default " + PAGERDUTY_EVENTS_URL)
+    routing_key: SecretStr | None = Field(None, description="pagerduty: the integration key (32 characters), inline "
+                                          "or {file: PATH} / {env: NAME}")
+    console_url: str | None = Field(None, description="the console's public base URL: messages link to "
+                                    "{console_url}/incidents/{id}; default: the service's own URL")
+    events: list[Literal["opened", "diagnosis", "plan", "action", "effect", "status"]] | None = Field(
+        None, description="only these events (default: all; pagerduty: opened, diagnosis, plan, status)")
+    severities: dict[Literal["page", "warn", "none"], Literal["critical", "error", "warning", "info"]] | None = \
+        Field(None, description="pagerduty: the diagnosis severity → PagerDuty severity (default page→critical, "
+              "warn→warning, none→info)")
     retries: int = Field(5, ge=0, le=20)
-    timeout: float = Field(5.0, gt=0, le=60)
+    timeout: float = Field(5.0, description="seconds per HTTP attempt (a duration: 5s, 500ms)")
+    queue_size: int = Field(1000, ge=1, le=100_000, description="messages waiting for this target before new ones "
+                            "are dropped (counted, logged)")
+
+    @field_validator("url", mode="before")
+    @classmethod
+    def _url_secret(cls, v: Any) -> Any:
+        return None if v is None else secrets.resolve(v, "")  # the error's location names the key
+
+    @field_validator("routing_key", mode="before")
+    @classmethod
+    def _key_secret(cls, v: Any) -> Any:
+        return None if v is None else secrets.resolve(v, "")
 
     @field_validator("url")
     @classmethod
-    def _url(cls, v: str) -> str:
-        if not v.startswith(("http://", "https://")):
-            raise ValueError("expected an http:// or https:// URL")
-        return v
+    def _url(cls, v: str | None) -> str | None:
+        return None if v is None else _http_url(v)
+
+    @field_validator("console_url")
+    @classmethod
+    def _console(cls, v: str | None) -> str | None:
+        return None if v is None else _http_url(v, path_ok=False).rstrip("/")
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _timeout(cls, v: Any) -> float:
+        seconds = _duration(v, "timeout")
+        if seconds > 60:
+            raise ValueError("at most 60s")
+        return seconds
+
+    @model_validator(mode="after")
+    def _per_kind(self) -> NotifyConfig:
+        if self.kind == "pagerduty":
+            if self.routing_key is None:
+                raise ValueError("kind pagerduty needs routing_key (the Events API v2 integration key)")
+            key = self.routing_key.get_secret_value()
+            if not re.fullmatch(r"[A-Za-z0-9]{32}", key):
+                raise ValueError("routing_key: expected the 32-character integration key (letters and digits)")
+            if self.url is None:
+                self.url = PAGERDUTY_EVENTS_URL
+        else:
+            if self.url is None:
+                raise ValueError(f"kind {self.kind} needs url (its incoming-webhook URL)")
+            for key_name in ("routing_key", "severities"):
+                if getattr(self, key_name) is not None:
+                    raise ValueError(f"{key_name} goes with kind pagerduty, not {self.kind}")
+        if self.events is not None and not self.events:
+            raise ValueError("events: give at least one event, or leave it out for all")
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        assert self.url is not None  # set for every kind by _per_kind
+        return self.url
+
+    @property
+    def label(self) -> str:
+        """Where it goes without its secret: kind, scheme, host and port (webhook URLs carry their token in the
+        path)."""
+        parts = urlsplit(self.endpoint)
+        return f"{self.kind} {parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
 class LeaderElectionConfig(_Strict):

@@ -4,67 +4,17 @@ and a file_sd list re-read every round.  `Feed.rounds()` hands the autopilot wha
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_oncall.probe.golden import GoldenProber, probe_fleet, record_fleet
 from llm_oncall.service.config import ServiceConfig
-from llm_oncall.signals.events import Event
 from llm_oncall.signals.prometheus import PrometheusSource
 from llm_oncall.signals.scrape import ScrapeSource
-from llm_oncall.signals.source import Batch, Observation, Source, Target, parse_for
+from llm_oncall.signals.source import Batch, Source
 from llm_oncall.signals.targets import parse_target, read_file_sd
-
-
-class ServiceSimSource:
-    """The simulated fleet advanced by `step_s` virtual seconds per round (same surfaces as drills' SimSource)."""
-
-    def __init__(self, fleet: Any, step_s: float, lock: Any) -> None:
-        self.fleet = fleet
-        self.step_s = step_s
-        self.lock = lock
-        self._prober: GoldenProber | None = None
-        self._events_seen = 0
-
-    def collect(self) -> Batch:
-        with self.lock:
-            return self._collect()
-
-    def _collect(self) -> Batch:
-        fleet = self.fleet
-        fleet.advance(fleet.now + self.step_s)
-        t = fleet.now
-        batch = Batch()
-
-        def obs(target: Target, text: str | None) -> Observation:
-            if text is None:
-                return Observation(target, t, None, "connection refused")
-            return Observation(target, t, parse_for(target.kind, text), None)
-
-        for name, labels in fleet.targets().items():
-            batch.observations.append(obs(Target(name, None, "vllm", labels), fleet.render_metrics(name)))
-            lines = fleet.new_log_lines(name)
-            if lines:
-                batch.logs[f"{name}/logs.txt"] = lines
-        for node in fleet.nodes():
-            batch.observations.append(obs(Target(node, None, "dcgm", {"node": node}), fleet.render_dcgm(node)))
-            kernel = fleet.new_kernel_log_lines(node)
-            if kernel:
-                batch.logs[f"{node}/kern.log"] = kernel
-        batch.observations.append(obs(Target("gateway", None, "gateway"), fleet.render_gateway()))
-        if self._prober is None:
-            self._prober = GoldenProber(record_fleet(fleet))
-        batch.observations.append(obs(Target("golden-prober", None, "prober"), probe_fleet(fleet, self._prober)))
-        batch.observations.append(obs(Target("kube-state-metrics", None, "kube"), fleet.render_kube_state()))
-        for e in fleet.events_since(self._events_seen):
-            try:
-                batch.events.append(Event.from_json(e))
-            except ValueError as exc:
-                batch.problems.append(str(exc))
-        self._events_seen = fleet.events_recorded
-        return batch
 
 
 class FileSdSource:
@@ -92,6 +42,9 @@ class Feed:
     namespace: str | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     sim: Any = None
+    clock: Callable[[], float] = time.time
+    """The clock of the fleet the loop serves: the wall clock, or the simulator's own (it advances one step per
+    round, so cooldowns, verification windows and the diagnosis' age are counted in its time)."""
 
     def close(self) -> None:
         for c in reversed(self.closers):
@@ -103,15 +56,16 @@ def build(cfg: ServiceConfig) -> Feed:
     src = cfg.source
     timeout = min(10.0, max(0.5, cfg.interval * 0.8))
     if src.sim is not None:
+        from llm_oncall.respond.simsource import SimSource
         from llm_oncall.sim import Fleet, FleetConfig, scenario
         from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
         s = src.sim
         if s.fault is None:
-            fleet = Fleet(FleetConfig(pods=s.pods, rate_per_pod=s.rate_per_pod or 8.0, dcgm_custom_csv=True),
+            fleet = Fleet(FleetConfig(pods=s.pods or 4, rate_per_pod=s.rate_per_pod or 8.0, dcgm_custom_csv=True),
                           seed=s.seed)
         else:
-            over: dict[str, Any] = {"pods": s.pods}
+            over: dict[str, Any] = {} if s.pods is None else {"pods": s.pods}
             if s.at is not None:
                 over["at"] = s.at
             if s.rate_per_pod is not None:
@@ -122,8 +76,8 @@ def build(cfg: ServiceConfig) -> Feed:
         server = KubeApiServer(cluster).start()
         tmp = tempfile.TemporaryDirectory(prefix="llm-oncall-serve-")
         kc = server.write_kubeconfig(Path(tmp.name) / "kubeconfig")
-        feed = Feed(ServiceSimSource(fleet, s.step, cluster.lock), s.step, kubeconfig=kc,
-                    namespace=fleet.cfg.namespace, sim=fleet)
+        feed = Feed(SimSource(fleet, s.step, lock=cluster.lock), s.step, kubeconfig=kc,
+                    namespace=fleet.cfg.namespace, sim=fleet, clock=lambda: fleet.cfg.epoch + fleet.now)
         feed.closers += [tmp.cleanup, server.stop]
         return feed
     if src.prometheus is not None:

@@ -1,12 +1,16 @@
 """The simulated fleet as a telemetry Source: the same pages, logs and events a real fleet exposes.
 
 Each `collect()` advances the virtual clock by one scrape interval and scrapes every surface
-through the same parser as live scraping.  Ground truth is not part of a Batch.
+through the same parser as live scraping.  Ground truth is not part of a Batch.  The one simulator source of
+the product: drills drive it on the virtual clock, `serve` (source `sim`) a round at a time; with a `lock` (the
+simulator's Kubernetes API mutates the same fleet from its own thread) a collect holds it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
+from typing import Any
 
 from llm_oncall.probe.golden import GoldenProber, probe_fleet, record_fleet
 from llm_oncall.signals.events import Event
@@ -16,7 +20,8 @@ from llm_oncall.sim import Fleet
 
 class SimSource:
     def __init__(self, fleet: Fleet, interval_s: float = 15.0, keep_text: bool = False,
-                 cluster_events: bool = True, golden_prober: bool = True, flap: float = 0.0) -> None:
+                 cluster_events: bool = True, golden_prober: bool = True, flap: float = 0.0,
+                 lock: Any = None) -> None:
         """`cluster_events=False` hides the event feed, as through a Prometheus that only has
         kube-state-metrics: changes are then derived from its series.  `flap`: the share of the first
         target's scrapes that time out while its pod is healthy (a flaky network path or a slow exporter)."""
@@ -31,6 +36,7 @@ class SimSource:
         self.interval_s = interval_s
         self.keep_text = keep_text
         self._events_seen = 0
+        self.lock = lock
 
     def _observe(self, target: Target, text: str | None, t: float) -> Observation:
         if text is None:
@@ -38,6 +44,10 @@ class SimSource:
         return Observation(target, t, parse_for(target.kind, text), None, text if self.keep_text else None)
 
     def collect(self) -> Batch:
+        with self.lock if self.lock is not None else contextlib.nullcontext():
+            return self._collect()
+
+    def _collect(self) -> Batch:
         fleet = self.fleet
         fleet.advance(fleet.now + self.interval_s)
         t = fleet.now

@@ -1,0 +1,240 @@
+"""The paste reader: one pre-pass that reads a document the way users paste it into an issue.
+
+A pasted log sits inside prose: Markdown fences (```` ```text ````), blockquote markers (``> ``), a container
+name in front of every line (``llama.cpp-gpu  | ``), terminal colour codes, annotations (``<-- here``). The
+reader splits the document into prose, log/command blocks and quoted model outputs and yields
+
+- ``clean``: the document with that decoration removed, **one cleaned line per original line** (a fence line
+  becomes an empty line), so every parser reads ``clean`` and its line numbers are the original paste's;
+  ``line_of`` maps a cleaned line back (identity by construction, kept explicit for callers);
+- ``blocks``: the segments, each ``prose``, ``log`` or ``fence`` with its original line range;
+- ``quoted``: text in prose that quotes a model's output: a double-quoted span, the rest of a line after
+  a colon cue (``looks like:``, ``output:``), the paragraph under such a cue, a blockquote or a fenced
+  block that is not a log or command output. The output analyzer measures these; log and command text is
+  never one (timestamps, levels, table rows, producer markers such as NCCL or NVRM).
+
+Wrapped lines are re-joined by the signature matcher (which knows the wrap width); the reader keeps the line
+count so the map stays exact. Everything here is linear in the text and never raises on content.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from llm_oncall.evidence.model import MAX_LINE_CHARS, split_lines
+
+_FENCE = re.compile(r"^\s{0,8}(?:`{3,}|~{3,})[\w+.-]{0,30}\s*$")
+_QUOTE_MARK = re.compile(r"^\s{0,3}(?:>\s?){1,4}")
+_ANSI = re.compile(r"\x1b\[[0-9;]{0,20}[A-Za-z]|^\[\d{1,3}(?:;\d{1,3}){0,4}m")
+# docker compose: "service-1  | " (a name, padding, a bar); the same prefix on several lines
+_COMPOSE = re.compile(r"^([A-Za-z0-9][\w.@-]{0,62})\s{1,24}\| ")
+_ANNOTATION = re.compile(r"\s{1,8}(?:<-{1,3}|←|#\s{0,2}<-{1,3})\s{0,4}[^\n]{0,120}$")
+# a log or command line: a timestamp, a level, a bracketed/parenthesised prefix, a table row, a key: value
+# dump of a tool, a Python frame, a snake_case function name before a colon (an engine's own message)
+_LOGLIKE = re.compile(
+    r"^\s{0,8}(?:\[\s{0,8}[\w+]|\d{4}-\d\d-\d\d[ T]|\d{1,2}:\d\d(?::\d\d)?|[A-Z][a-z]{2} [ \d]\d |[IWEF]\d{4} |"
+    r"\(\w{1,40} pid=\d{1,8}\)|\||\+[-=]|File \"|Traceback|\$ |# |\w{1,40}\[\d{1,10}\]:|"
+    r"[\w.-]{1,60}:\d{1,10}:\d{1,10} |[a-z][a-z0-9]{0,30}_[a-z0-9_]{1,40} ?: )"
+)
+_LEVEL = re.compile(r"\b(?:INFO|DEBUG|DBG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
+_MARKERS = ("NVRM", "NVIDIA-SMI", "NCCL", "DCGM", "nvidia-smi", "dcgmi", "kubectl", "Exception", "Error:", "0x",
+            "Traceback", "pid=", "GPU ", "CUDA")
+# a cue that the text after it (on the line or in the next paragraph) is what the model produced
+_CUE = re.compile(
+    r"(?:\b(?:output|outputs|outputted|response|responses|answer|answers|reply|replies|answered|generates?|"
+    r"generated|says|printed|prints|returns?|returned|like|pattern|example)\b[^:\n]{0,40}):\s*(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+_DQUOTED = re.compile(r"\"([^\"\n]{8,2000})\"|“([^”\n]{8,2000})”")
+MIN_QUOTED = 8
+MAX_QUOTED = 20_000
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # "prose" | "log" | "fence"
+    start: int  # 0-based, first line
+    end: int  # 0-based, exclusive
+
+
+@dataclass(frozen=True)
+class Quoted:
+    line: int  # 1-based line of the original paste where the quoted output starts
+    text: str
+    how: str  # "quotes" | "cue" | "blockquote" | "fence"
+
+
+@dataclass(frozen=True)
+class Paste:
+    clean: str
+    lines: tuple[str, ...]
+    blocks: tuple[Block, ...] = ()
+    quoted: tuple[Quoted, ...] = field(default_factory=tuple)
+
+    def line_of(self, clean_line: int) -> int:
+        """The original (1-based) line of a cleaned (1-based) line."""
+        return clean_line
+
+
+def is_loglike(line: str) -> bool:
+    return bool(_LOGLIKE.match(line) or _LEVEL.search(line) or any(m in line for m in _MARKERS))
+
+
+def _mostly_log(lines: list[str]) -> bool:
+    body = [ln for ln in lines if ln.strip()]
+    if not body:
+        return True
+    return sum(1 for ln in body if is_loglike(ln)) / len(body) >= 0.3
+
+
+def _compose_prefixes(lines: Sequence[str]) -> set[str]:
+    seen: dict[str, int] = {}
+    for ln in lines:
+        m = _COMPOSE.match(ln)
+        if m:
+            seen[m.group(0)] = seen.get(m.group(0), 0) + 1
+    return {p for p, n in seen.items() if n >= 2}
+
+
+def _clean_line(line: str, prefixes: set[str]) -> str:
+    line = line[:MAX_LINE_CHARS]
+    if "\x1b" in line or line.startswith("["):
+        line = _ANSI.sub("", line)
+    q = _QUOTE_MARK.match(line)
+    if q and q.end() > 0:
+        line = line[q.end():]
+    if prefixes:
+        m = _COMPOSE.match(line)
+        if m and m.group(0) in prefixes:
+            line = line[m.end():]
+    if "<-" in line or "←" in line:
+        line = _ANNOTATION.sub("", line)
+    return line
+
+
+@lru_cache(maxsize=64)
+def read(text: str) -> Paste:
+    """The document split and cleaned (cached: every parser of one classification reads the same paste)."""
+    raw = split_lines(text)
+    prefixes = _compose_prefixes(raw[:2000])
+    clean: list[str] = []
+    blocks: list[Block] = []
+    quoted: list[Quoted] = []
+    in_fence = False
+    fence_start = 0
+    for i, line in enumerate(raw):
+        if _FENCE.match(line):
+            if in_fence:
+                blocks.append(Block("fence", fence_start, i + 1))
+            else:
+                fence_start = i
+            in_fence = not in_fence
+            clean.append("")
+            continue
+        clean.append(_clean_line(line, prefixes))
+    if in_fence:
+        blocks.append(Block("fence", fence_start, len(raw)))
+    fenced = _fenced_lines(blocks)
+    _prose_blocks(clean, fenced, blocks)
+    quoted = _quoted(raw, clean, blocks, fenced)
+    blocks.sort(key=lambda b: b.start)
+    return Paste("\n".join(clean), tuple(clean), tuple(blocks), tuple(quoted))
+
+
+def _fenced_lines(blocks: list[Block]) -> set[int]:
+    out: set[int] = set()
+    for b in blocks:
+        out.update(range(b.start, b.end))
+    return out
+
+
+def _prose_blocks(clean: list[str], fenced: set[int], blocks: list[Block]) -> None:
+    start = None
+    kind = ""
+    for i, line in enumerate([*clean, ""]):
+        if i in fenced or i == len(clean) or not line.strip():
+            if start is not None:
+                blocks.append(Block(kind, start, i))
+                start = None
+            continue
+        k = "log" if is_loglike(line) else "prose"
+        if start is None:
+            start, kind = i, k
+        elif k != kind:
+            blocks.append(Block(kind, start, i))
+            start, kind = i, k
+
+
+def _add(out: list[Quoted], line: int, text: str, how: str) -> None:
+    text = text.strip()
+    if len("".join(text.split())) >= MIN_QUOTED and len(text) <= MAX_QUOTED:
+        out.append(Quoted(line + 1, text, how))
+
+
+def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: set[int]) -> list[Quoted]:
+    out: list[Quoted] = []
+    fences = {b.start: b for b in blocks if b.kind == "fence"}
+    cue_pending = False
+    i = 0
+    n = len(clean)
+    while i < n:
+        line = clean[i]
+        if i in fences:
+            b = fences[i]
+            body = clean[b.start + 1:b.end - 1]
+            if cue_pending and not _mostly_log(body):
+                _add(out, b.start + 1, "\n".join(body), "fence")
+            cue_pending = False
+            i = b.end
+            continue
+        if i in fenced:
+            i += 1
+            continue
+        if _QUOTE_MARK.match(raw[i]) and not _FENCE.match(raw[i]):
+            j = i
+            while j < n and j not in fenced and _QUOTE_MARK.match(raw[j]):
+                j += 1
+            body = clean[i:j]
+            if not _mostly_log(body):
+                _add(out, i, "\n".join(body), "blockquote")
+            i = j
+            cue_pending = False
+            continue
+        if not line.strip():
+            i += 1
+            continue
+        if is_loglike(line):
+            cue_pending = False
+            i += 1
+            continue
+        for m in _DQUOTED.finditer(line):
+            _add(out, i, m.group(1) or m.group(2) or "", "quotes")
+        cue = _CUE.search(line)
+        if cue:
+            rest = cue.group("rest")
+            if rest.strip():
+                _add(out, i, rest, "cue")
+                cue_pending = False
+            else:
+                # the paragraph under the cue (or the fence right after it)
+                j = i + 1
+                while j < n and not clean[j].strip() and j not in fences:
+                    j += 1
+                if j < n and j in fences:
+                    cue_pending = True
+                    i = j
+                    continue
+                k = j
+                while k < n and clean[k].strip() and k not in fenced and not clean[k].lstrip().startswith("#"):
+                    k += 1
+                body = clean[j:k]
+                if body and not _mostly_log(body):
+                    _add(out, j, "\n".join(body), "cue")
+                i = max(k, i + 1)
+                cue_pending = False
+                continue
+        i += 1
+    return out

@@ -1,0 +1,524 @@
+"""One round of the on-call loop, the same for `serve` and `drill --act` (docs/architecture.md):
+
+observe → diagnose → incident (open, join, keep its identity) → plan → guard → approve/execute → verify (revert what
+harmed) → resolve.
+
+The clock, the telemetry source, the incident store, the actions ledger, the actuator, the telemetry log and the
+notifier are passed in: `serve` runs rounds on the wall clock in a thread behind its HTTP API, a drill runs them on
+the simulator's virtual clock. Each incident in the store that is not resolved is a `Case` here (its plan, the
+baselines of its recovery signals, the verification state); the store stays the record, so a restart loads the
+cases again.
+
+The responder knows its own actions' side effects (actions/effects.yaml): a page they explain while they last
+(cold caches after a restart, a rollout) is recorded on the incident that acted as an expected effect; it neither
+renames that incident nor opens or plans another. A different diagnosis during recovery is a different fault: it
+opens an incident of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from llm_oncall.actions import effects, execute, verify
+from llm_oncall.actions.kube import KubeError
+from llm_oncall.actions.ledger import Ledger
+from llm_oncall.actions.model import Action, Plan
+from llm_oncall.actions.run import Actuator
+from llm_oncall.diagnosis.autopilot import Autopilot
+from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.incidents import IncidentStore
+from llm_oncall.postmortem.telemetry import TelemetryLog
+from llm_oncall.signals.source import Source
+
+PENDING = ("planned", "dry_run")
+RECOVERED_ROUNDS = 2
+"""Consecutive rounds with the incident's recovery signal back (actions/verify.py) before it counts as mitigated."""
+TELEMETRY_KEPT_S = 3600.0
+"""Every round's telemetry is kept an hour (≈ 15 kB a round for 8 pods: 3.5 MB an hour at 15 s) ..."""
+INCIDENT_LEAD_S = 1800.0
+"""... and for good around each incident, from half an hour before it opened (the baseline, the onset) to half an
+hour after it resolved, for incidents of the last INCIDENTS_KEPT_S: what its postmortem charts."""
+INCIDENTS_KEPT_S = 30 * 86400.0
+UNNAMED = ("unknown", "healthy")
+
+
+class Log(Protocol):
+    def info(self, msg: str, **fields: Any) -> None: ...
+
+    def warning(self, msg: str, **fields: Any) -> None: ...
+
+    def error(self, msg: str, **fields: Any) -> None: ...
+
+
+class Counters(Protocol):
+    """The service's own metrics (service/telemetry.py); drills count nothing."""
+
+    def count(self, what: str, label: str = "", n: float = 1.0) -> None: ...
+
+
+Notify = Callable[[str, str, str, dict[str, Any]], None]
+"""(incident id, event, text, detail): event is opened | diagnosis | plan | action | status | effect."""
+
+
+class _Quiet:
+    def info(self, msg: str, **fields: Any) -> None:
+        return
+
+    def warning(self, msg: str, **fields: Any) -> None:
+        return
+
+    def error(self, msg: str, **fields: Any) -> None:
+        return
+
+
+class _NoCounts:
+    def count(self, what: str, label: str = "", n: float = 1.0) -> None:
+        return
+
+
+@dataclass
+class Case:
+    """An incident the loop serves: its plan and what verifying it needs."""
+
+    id: str
+    incident: str
+    opened_at: float
+    plan: Plan | None = None
+    baselines: dict[str, float | None] = field(default_factory=dict)
+    before: dict[str, Any] | None = None
+    """The recovery signals when the first action executed (the verification's "before")."""
+    acted_at: float | None = None
+    verified: bool = False
+    streak: int = 0
+    recovered_at: float | None = None
+    """The first round of the first streak of RECOVERED_ROUNDS with the recovery signal back."""
+    green: int = 0
+    effects_seen: set[str] = field(default_factory=set)
+
+    @property
+    def acted(self) -> bool:
+        return self.plan is not None and any(a.status == "executed" for a in self.plan.actions)
+
+
+class Responder:
+    def __init__(self, source: Source, interval_s: float, store: IncidentStore, ledger: Ledger,
+                 actuator: Actuator | None, mode: str, clock: Callable[[], float] = time.time,
+                 log: Log | None = None, telemetry: TelemetryLog | None = None, notify: Notify | None = None,
+                 counters: Counters | None = None, namespace: str | None = None, resolve_after: int = 3,
+                 replay: bool = False, actor: str = "llm-oncall", pilot: Autopilot | None = None) -> None:
+        self.source = source
+        self.interval_s = interval_s
+        self.store = store
+        self.ledger = ledger
+        self.actuator = actuator
+        self.mode = mode
+        self.clock = clock
+        self.log: Log = log or _Quiet()
+        self.telemetry = telemetry
+        self.notify: Notify = notify or (lambda *a: None)
+        self.counters: Counters = counters or _NoCounts()
+        self.namespace = namespace
+        self.resolve_after = resolve_after
+        self.replay = replay
+        """Prometheus answers a window of history each round: the autopilot is rebuilt from it every round."""
+        self.actor = actor
+        self.pilot = pilot or Autopilot(interval_s)
+        self.last: Diagnosis | None = None
+        self.last_at: float | None = None
+        self.observed: deque[dict[str, Any]] = deque(maxlen=400)
+        self.cases: dict[str, Case] | None = None
+        self.resolved: deque[Case] = deque(maxlen=8)
+        """Recently resolved cases: their actions' side effects may still show (and must not open an incident)."""
+        self.pruned_at = 0.0
+        self.is_leader: Callable[[], bool] = lambda: True
+        """With leader election a follower diagnoses every round (its history stays warm for a takeover) but opens
+        no incident, plans, notifies or acts: that is the leader's."""
+
+    # ---- one round ----------------------------------------------------------------------------------
+    def round(self) -> Diagnosis | None:
+        d = self.diagnose()
+        if self.actuator is not None:
+            # The router ConfigMap's versions as they go by: a later config rollback returns to one seen before onset.
+            self.actuator.observe_config(self.namespace or self.actuator.kube.namespace, self.clock())
+        if d is not None and self.is_leader():
+            self.handle(d)
+        return d
+
+    def diagnose(self) -> Diagnosis | None:
+        batch = self.source.collect()
+        failed = sum(1 for o in batch.observations if o.page is None)
+        if failed:
+            self.counters.count("scrape_failures", n=failed)
+        for p in batch.problems:
+            self.log.warning("source problem", problem=p)
+        if self.replay:
+            pilot = Autopilot(self.interval_s, self.pilot.registry, scrapes_kept=400)
+            pilot.observe(batch)
+            d: Diagnosis | None = None
+            for t in pilot.store.times()[1:]:
+                d = pilot.step(at=t)
+            self.pilot = pilot
+        else:
+            self.pilot.observe(batch)
+            d = self.pilot.step() if len(self.pilot.store.times()) >= 2 else None
+        if d is not None:
+            self.last, self.last_at = d, self.clock()
+            if self.pilot.features:
+                self.observed.append(verify.observe(self.pilot.features[-1], self.pilot.snapshots[-1]))
+                self._record(d)
+        return d
+
+    def recheck(self) -> Diagnosis | None:
+        """A fresh diagnosis for the actuator when the one it was given is too old."""
+        d = self.diagnose()
+        self.log.info("diagnosis re-checked before execution", incident=d.incident if d else None)
+        return d if d is not None and d.pages else None
+
+    def _record(self, d: Diagnosis) -> None:
+        """The round's telemetry for postmortems (impact, charts) and a warm restart, on the store's clock."""
+        if self.telemetry is None:
+            return
+        now, snap = self.clock(), self.pilot.snapshots[-1]
+        self.telemetry.record_scrape(now, self.pilot.features[-1].values, snap, (d.incident, d.severity),
+                                     epoch=now - snap.t)
+        if now - self.pruned_at >= 600.0:
+            self.telemetry.prune(now - TELEMETRY_KEPT_S, keep=[
+                (i["opened_at_s"] - INCIDENT_LEAD_S, (i["resolved_at_s"] or now) + INCIDENT_LEAD_S)
+                for i in self.store.incidents() if i["opened_at_s"] >= now - INCIDENTS_KEPT_S])
+            self.pruned_at = now
+
+    # ---- incidents ----------------------------------------------------------------------------------
+    def open_cases(self) -> dict[str, Case]:
+        """The incidents not yet resolved, loaded from the store once (a restarted service serves them on)."""
+        if self.cases is None:
+            self.cases = {}
+            for row in sorted(self.store.incidents(), key=lambda r: r["opened_at_s"]):
+                if row["status"] == "resolved":
+                    continue
+                c = Case(row["id"], row["incident"], row["opened_at_s"])
+                full = self.store.get(row["id"], timeline=False) or {}
+                body = self.ledger.plan(full["plan_id"]) if full.get("plan_id") else None
+                if body is not None:
+                    c.plan = Plan.from_json(body)
+                    c.baselines = self._baselines(c.plan.incident, c.plan.diagnosed_at)
+                    c.acted_at = c.plan.created_at if c.acted else None
+                self.cases[c.id] = c
+        return self.cases
+
+    def handle(self, d: Diagnosis) -> None:
+        cases = self.open_cases()
+        now = self.clock()
+        newest = max(cases.values(), key=lambda c: c.opened_at) if cases else None
+        if d.pages:
+            served = self._route(d, newest, now)
+            if served is not None:
+                served.green = 0
+                if self.store.set_diagnosis(served.id, d.to_json(), actor=self.actor):
+                    self.log.info("diagnosis", incident_id=served.id, incident=d.incident,
+                                  confidence=round(d.confidence, 3))
+                    self.notify(served.id, "diagnosis", f"diagnosis: {d.incident} ({d.confidence:.0%}): {d.summary}",
+                                {"incident": d.incident, "confidence": d.confidence, "diagnosis": d.to_json()})
+                if d.incident not in UNNAMED:
+                    served.incident = d.incident
+                self._plan(served, d)
+        for c in list(cases.values()):
+            self._act(c)
+            self._verify(c, d)
+            self._resolve(c, d)
+        for c in self.resolved:
+            if c.acted and not c.verified:
+                self._verify(c, d)  # resolved before its verification window ended: the actions are judged still
+
+    def _route(self, d: Diagnosis, newest: Case | None, now: float) -> Case | None:
+        """The case a page belongs to: None when it is an expected effect of the loop's own action."""
+        own = self._own_effect(d, now)
+        if own is not None and (newest is None or d.incident != newest.incident):
+            case, action = own
+            self._expected_effect(case, action, d)
+            return None
+        if newest is None:
+            return self._open(d)
+        if newest.acted and d.incident not in UNNAMED and d.incident != newest.incident:
+            # Not what this incident was acted on, and not a side effect of the action: a different fault.
+            c = self._open(d)
+            self.store.event(newest.id, "note", self.actor, {"detail": f"a different fault paged during recovery: "
+                                                             f"{d.incident} ({c.id})"})
+            return c
+        return newest
+
+    def _open(self, d: Diagnosis) -> Case:
+        iid = self.store.open_incident(d.incident, d.title or d.summary, actor=self.actor)
+        self.log.info("incident opened", incident_id=iid, incident=d.incident)
+        self.notify(iid, "opened", f"{d.incident} paged: {d.title or d.summary}", {"diagnosis": d.to_json()})
+        row = self.store.get(iid, timeline=False) or {}
+        c = Case(iid, d.incident, float(row.get("opened_at_s") or self.clock()))
+        assert self.cases is not None
+        self.cases[iid] = c
+        return c
+
+    def _own_effect(self, d: Diagnosis, now: float) -> tuple[Case, Action] | None:
+        """The loop's own executed action (of any case, resolved ones included) whose side effects explain `d`."""
+        for c in sorted(self._acting_cases(), key=lambda c: -(c.acted_at or 0.0)):
+            assert c.plan is not None
+            for a in c.plan.actions:
+                if a.status != "executed" or c.acted_at is None:
+                    continue
+                e = effects.of(a.kind)
+                if d.incident in e.explains and now - c.acted_at <= e.lasts_s and d.incident != c.incident:
+                    return c, a
+        return None
+
+    def _acting_cases(self) -> list[Case]:
+        cases = list((self.cases or {}).values()) + list(self.resolved)
+        return [c for c in cases if c.acted]
+
+    def _expected_effect(self, c: Case, a: Action, d: Diagnosis) -> None:
+        if d.incident in c.effects_seen:
+            return
+        c.effects_seen.add(d.incident)
+        e = effects.of(a.kind)
+        text = f"expected effect of {a.kind} {a.target.ref()}: {d.incident} ({'; '.join(e.effects)})"
+        self.store.event(c.id, "effect", self.actor, {"incident": d.incident, "action_id": a.id, "kind": a.kind,
+                                                      "detail": text, "summary": d.summary})
+        self.log.info("expected effect of an own action", incident_id=c.id, diagnosis=d.incident, action=a.kind)
+        self.notify(c.id, "effect", text, {"incident": d.incident, "action_id": a.id})
+
+    # ---- plan and act -------------------------------------------------------------------------------
+    def _plan(self, c: Case, d: Diagnosis) -> None:
+        if self.actuator is None or not d.emergency_actions or d.incident in UNNAMED:
+            return
+        if c.plan is not None and (c.plan.incident == d.incident or c.acted):
+            return
+        try:
+            stalled = self.pilot.features[-1].pod_sets if self.pilot.features else {}
+            idle = set(stalled.get("stalled_groups", ())) | set(stalled.get("crashloop", ()))
+            plan = self.actuator.plan(d, list(self.pilot.snapshots), self.namespace, first_page_t=c.opened_at,
+                                      not_serving=sorted(idle))
+        except KubeError as exc:
+            self.log.error("planning failed: the cluster's API", error=str(exc))
+            return
+        c.plan = plan
+        c.baselines = self._baselines(d.incident, d.t)
+        c.streak = 0
+        self.store.set_plan(c.id, plan.id, plan_event(plan), actor=self.actor)
+        self.log.info("plan", incident_id=c.id, plan_id=plan.id, actions=[a.kind for a in plan.actions])
+        blocked = [a for a in plan.actions if a.guard is not None and not a.guard.approvable]
+        wait = " — awaiting approval: " + ", ".join(f"{a.kind} {a.id}" for a in plan.actions
+                                                    if a not in blocked) \
+            if self.mode == "approve" and len(blocked) < len(plan.actions) else ""
+        self.notify(c.id, "plan", f"plan {plan.id}: {', '.join(a.kind for a in plan.actions) or 'manual steps only'}"
+                    f" ({self.mode} mode){wait}", {"plan_id": plan.id, "actions": [a.id for a in plan.actions],
+                                                   "plan": plan_event(plan)})
+
+    def _baselines(self, incident: str, t: float) -> dict[str, float | None]:
+        """The recovery signals' baselines from before the page (minus two minutes: onset precedes the page)."""
+        return {s.name: verify.baseline(list(self.observed), s, t - 120.0) for s in verify.signals(incident)}
+
+    def replan(self) -> None:
+        """The policy changed: the guard's verdict on every action still waiting is given again."""
+        act = self.actuator
+        if act is None:
+            return
+        for c in self.open_cases().values():
+            p = c.plan
+            if p is None:
+                continue
+            changed = False
+            for a in p.actions:
+                if a.status in PENDING or (a.status == "blocked" and a.result == (a.guard.why if a.guard else None)):
+                    old = a.guard.model_dump() if a.guard else None
+                    a.guard = act.guard(p, a)
+                    a.status, a.result = "dry_run", None
+                    changed = changed or old != a.guard.model_dump()
+            if changed:
+                self.ledger.save_plan(p.id, p.incident, p.to_json())
+                self.store.event(c.id, "plan", self.actor, {**plan_event(p), "why": "the policy changed"})
+
+    def _act(self, c: Case) -> None:
+        p, act = c.plan, self.actuator
+        if p is None or act is None or self.mode == "propose":
+            return
+        status = (self.store.get(c.id, timeline=False) or {}).get("status")
+        decisions = self.store.decisions(p.id) if self.mode == "approve" else {}
+        approved: set[str] = set()
+        overrides: dict[str, str] = {}
+        for a in p.actions:
+            dec = decisions.get(a.id)
+            if dec is None or a.status not in PENDING:
+                continue
+            if dec["decision"] == "rejected":
+                a.status, a.result = "blocked", f"rejected by {dec['actor']}"
+                self._outcome(c, a)
+                self.counters.count("actions", "rejected")
+            elif status in ("mitigated", "resolved"):
+                a.status, a.result = "blocked", f"refused: the incident is {status} (approved by {dec['actor']})"
+                self._outcome(c, a)
+            else:
+                approved.add(a.id)
+                if dec.get("override"):
+                    overrides[a.id] = f"{dec['actor']}: {dec['override']}"
+        pending = ({a.id for a in p.actions if a.status in PENDING and a.id in approved} if self.mode == "approve"
+                   else {a.id for a in p.actions if a.status in PENDING})
+        if not pending or status in ("mitigated", "resolved"):
+            if self.mode == "approve" and pending:
+                self.ledger.save_plan(p.id, p.incident, p.to_json())
+            return
+        age = self.clock() - (self.last_at or 0.0)
+        first = not c.acted
+        act.execute(p, approved=approved, recheck=self.recheck, diagnosis_age_s=age, only=pending,
+                    overrides=overrides)
+        for a in p.actions:
+            if a.status in PENDING:  # what the executed ones changed (an alternative no longer needed)
+                a.guard = act.guard(p, a)
+        self.ledger.save_plan(p.id, p.incident, p.to_json())
+        for a in p.actions:
+            if a.id in pending:
+                self._outcome(c, a)
+        if c.acted:
+            if first:
+                c.acted_at = self.clock()
+                c.before = self.observed[-1] if self.observed else None
+            self.store.set_status(c.id, "mitigating", self.actor, "emergency action executed")
+
+    def _outcome(self, c: Case, a: Action) -> None:
+        """Every decision on an action ends in an outcome: the timeline, the log, the metrics and the notifiers."""
+        self.store.event(c.id, "action", self.actor, {
+            "action_id": a.id, "kind": a.kind, "target": a.target.ref(), "status": a.status, "result": a.result,
+            "guard": a.guard.model_dump() if a.guard else None})
+        self.counters.count("actions", a.status)
+        self.log.info("action", incident_id=c.id, action_id=a.id, kind=a.kind, status=a.status)
+        why = "" if a.status == "executed" else f" — {a.result if a.result else (a.guard.why if a.guard else '')}"
+        self.notify(c.id, "action", f"{a.kind} {a.target.ref()}: {a.status}{why}",
+                    {"action_id": a.id, "status": a.status, "result": a.result})
+
+    # ---- verify and resolve -------------------------------------------------------------------------
+    def _verify(self, c: Case, d: Diagnosis) -> None:
+        """Mitigated when the incident's recovery signal is back for RECOVERED_ROUNDS rounds (the page may go on:
+        demand is still doubled, the capacity now absorbs it), open again when it is lost; after the policy's
+        verification window every executed action is judged, and one that harmed is reverted."""
+        if not c.acted or not self.observed or c.plan is None or c.acted_at == self.clock():
+            return  # this round's telemetry was taken before the action: it says nothing of its effect
+        obs = self.observed[-1]
+        incident = c.plan.incident
+        sig = verify.signals(incident)
+        ok = verify.recovered(incident, obs, c.baselines)
+        c.streak = c.streak + 1 if ok else 0
+        status = (self.store.get(c.id, timeline=False) or {}).get("status")
+        detail = {s.name: {"value": s.value(obs), "baseline": c.baselines.get(s.name)} for s in sig}
+        if c.streak >= RECOVERED_ROUNDS and status in ("open", "mitigating"):
+            since = float(obs["t"]) - (RECOVERED_ROUNDS - 1) * self.interval_s
+            if c.recovered_at is None:
+                c.recovered_at = self.clock() - (RECOVERED_ROUNDS - 1) * self.interval_s
+            self.store.set_status(c.id, "mitigated", self.actor, f"recovery signal back for {c.streak} rounds")
+            self.notify(c.id, "status", f"mitigated: {'; '.join(s.doc for s in sig)}", {"status": "mitigated"})
+            self.store.event(c.id, "verification", self.actor, {
+                "verdict": "helped", "signals": detail, "recovered_at": c.recovered_at, "since_t": since,
+                "detail": "; ".join(s.doc for s in sig)})
+        elif status == "mitigated" and not ok:
+            self.store.set_status(c.id, "open", self.actor, f"symptoms back: {incident}")
+            self.notify(c.id, "status", f"open again: {incident} symptoms back", {"status": "open"})
+            self.store.event(c.id, "verification", self.actor, {"verdict": "relapsed", "signals": detail})
+        act = self.actuator
+        window = act.policy.verify_window_s if act is not None else 0.0
+        if c.verified or c.acted_at is None or self.clock() < c.acted_at + window or act is None:
+            return
+        c.verified = True
+        before = c.before or obs
+        previous = self.observed[-2] if len(self.observed) > 1 else None
+        for a in c.plan.actions:
+            if a.status != "executed":
+                continue
+            a.verification = verify.judge(incident, before, obs, c.baselines, previous)
+            self.ledger.audit(act.actor, c.plan.id, a.id, "verify", a.verification.model_dump())
+            if a.verification.verdict == "harmful":
+                a.verification.detail += "; " + act.revert(c.plan, a)
+            self.store.event(c.id, "verification", self.actor, {"action_id": a.id, "kind": a.kind,
+                                                                **a.verification.model_dump()})
+        self.ledger.save_plan(c.plan.id, c.plan.incident, c.plan.to_json())
+
+    def _resolve(self, c: Case, d: Diagnosis) -> None:
+        mine = d.pages and (d.incident == c.incident or d.incident == "unknown")
+        if mine or (c.acted and not self._back(c)):
+            # Quiet but not back: a fixed pod that restarts is not scraped, so nothing about it pages, and the
+            # incident would resolve before the fix took effect. It waits for the recovery signal.
+            c.green = 0
+            return
+        if d.pages and self._own_effect(d, self.clock()) is not None:
+            c.green = 0  # the fix's own side effects are still showing
+            return
+        c.green += 1
+        status = (self.store.get(c.id, timeline=False) or {}).get("status")
+        if status == "mitigating" and not c.acted:
+            return
+        if c.green >= self.resolve_after and self.store.firing_alerts(c.id) == 0:
+            self.store.set_status(c.id, "resolved", self.actor, f"no page for {c.green} rounds and no firing alert")
+            self.log.info("incident resolved", incident_id=c.id)
+            self.notify(c.id, "status", "resolved", {"status": "resolved"})
+            assert self.cases is not None
+            del self.cases[c.id]
+            self.resolved.append(c)
+
+    def _back(self, c: Case) -> bool:
+        if c.plan is None or not self.observed:
+            return True
+        return verify.recovered(c.plan.incident, self.observed[-1], c.baselines)
+
+    # ---- reconcile ----------------------------------------------------------------------------------
+    def reconcile(self) -> list[dict[str, Any]]:
+        """Executions with an intent and no result (the process died between claiming the idempotency key and
+        recording the outcome): landed → recorded as executed; else the key is released."""
+        act = self.actuator
+        out: list[dict[str, Any]] = []
+        rows = self.ledger._exec("SELECT idempotency_key, action_id FROM executions WHERE status = 'started'")
+        if not rows or act is None:
+            return out
+        plans = [json.loads(b) for (b,) in self.ledger._exec("SELECT body FROM plans ORDER BY created_at")]
+        for key, action_id in rows:
+            body = next((pl for pl in reversed(plans) if any(a["id"] == action_id for a in pl["actions"])), None)
+            if body is None:
+                self.ledger.release(key)
+                out.append({"key": key, "outcome": "released", "why": "no plan holds this action"})
+                continue
+            plan = Plan.from_json(body)
+            a = next(x for x in plan.actions if x.id == action_id)
+            try:
+                landed = execute.handler(a).landed(act.kube, a)
+            except KubeError as exc:
+                self.log.error("reconcile: cannot read the target; intent kept", key=key, error=str(exc))
+                continue
+            if landed:
+                self.ledger.finish(key, "executed", {"reconciled": "the write landed before the restart"})
+                self.ledger.start_cooldown(a.kind, a.target.ref(), act.policy.cooldown(a.kind), self.clock())
+                a.status, a.result = "executed", {"reconciled": "landed before the restart"}
+            else:
+                self.ledger.release(key)
+                a.status, a.result = "dry_run", None
+            self.ledger.save_plan(plan.id, plan.incident, plan.to_json())
+            outcome = "executed" if landed else "released"
+            self.ledger.audit("reconcile", plan.id, a.id, "reconciled", {"key": key, "outcome": outcome})
+            inc = self.store._rows("SELECT id FROM incidents WHERE plan_id = ?", (plan.id,))
+            if inc:
+                self.store.event(inc[0][0], "action", "reconcile", {"action_id": a.id, "kind": a.kind,
+                                                                    "status": outcome, "key": key,
+                                                                    "result": "intent reconciled after a restart"})
+                if landed:
+                    self.store.set_status(inc[0][0], "mitigating", "reconcile", "action landed before the restart")
+            self.log.info("intent reconciled", key=key, outcome=outcome)
+            out.append({"key": key, "outcome": outcome})
+        self.cases = None  # reloaded with the reconciled plans
+        return out
+
+
+def plan_event(plan: Plan) -> dict[str, Any]:
+    """The plan as the timeline shows it: each action with its dry-run and the guard's verdict."""
+    return {"plan_id": plan.id, "incident": plan.incident, "actions": [
+        {"id": a.id, "kind": a.kind, "target": a.target.ref(), "status": a.status,
+         "dry_run": a.dry_run.model_dump() if a.dry_run else None,
+         "guard": a.guard.model_dump() if a.guard else None,
+         "approvable": bool(a.guard and a.guard.approvable)} for a in plan.actions],
+        "manual": plan.manual}
