@@ -1,5 +1,6 @@
-"""deploy/: every manifest validates against the real Kubernetes schemas (kubernetes-validate, strict), the example
-config loads, the objects refer to each other consistently, and the RBAC rules are exactly what the code needs.
+"""deploy/base (rendered by `kubectl kustomize`): every manifest validates against the real Kubernetes schemas
+(kubernetes-validate, strict), the example config loads, the objects refer to each other consistently, and the
+RBAC rules are exactly what the code needs.
 
 The needed (apiGroup, resource, verb) set is derived, not listed: the action executors run in the drills (`drill
 --act`: every incident, plus kv-capacity on a LeaderWorkerSet fleet) against the simulator's Kubernetes API, each
@@ -8,13 +9,17 @@ releases its Lease; the API's audit log says which verbs on which resources in w
 rules must equal that set, per scope: the fleet's namespace (a Role), cluster-scoped (a ClusterRole), llm-oncall's
 own namespace (the Lease Role).
 
-CRDs (ServiceMonitor, AlertmanagerConfig): kubernetes-validate ships no schema for them. What it can check is
-checked — their ObjectMeta, the LabelSelector and SecretKeySelector they embed — and their own fields are checked
-against what prometheus-operator documents, by hand (the assertions below), not by a schema.
+CRDs (ServiceMonitor, AlertmanagerConfig, PrometheusRule — the last in test_kustomize.py): kubernetes-validate
+ships no schema for them. What it can check is checked — their ObjectMeta, the LabelSelector and SecretKeySelector
+they embed — and their own fields are checked against what prometheus-operator documents, by hand (the assertions
+below), not by a schema.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -40,15 +45,33 @@ kv = pytest.importorskip("kubernetes_validate")
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = "1.33.0"
 FLEET_NS, OWN_NS = "llm", "llm-oncall"
-CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig")}
+CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig"),
+        ("monitoring.coreos.com/v1", "PrometheusRule")}
 Perm = tuple[str, str, str]
 
 
-def manifests() -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for f in sorted(DEPLOY.glob("*.yaml")):
-        out += [(f.name, d) for d in yaml.safe_load_all(f.read_text()) if d]
-    return out
+class _Loader(yaml.SafeLoader):
+    """YAML as kustomize (Go, YAML 1.2) means it: a bare `=` is a string, not PyYAML's 1.1 `value` tag."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+
+
+def render(path: Path) -> list[dict[str, Any]]:
+    """`kubectl kustomize PATH` (the machine's kubectl, with its built-in kustomize)."""
+    exe = shutil.which("kubectl")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("kubectl is missing on a CI machine")
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run([exe, "kustomize", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.load_all(out.stdout, Loader=_Loader) if d]
+
+
+def manifests(path: Path = DEPLOY / "base") -> list[tuple[str, dict[str, Any]]]:
+    """The rendered objects, each with a name saying what it is."""
+    return [(f"{d['kind']}/{d['metadata']['name']}", d) for d in render(path)]
 
 
 def _validate_part(obj: Any, schema_file: str) -> None:
@@ -68,7 +91,8 @@ def test_every_manifest_validates_against_the_kubernetes_schemas() -> None:
     docs = manifests()
     kinds = {d["kind"] for _, d in docs}
     assert {"Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ConfigMap",
-            "Deployment", "Service", "PodDisruptionBudget", "Secret", "ServiceMonitor", "AlertmanagerConfig"} <= kinds
+            "Deployment", "Service", "PodDisruptionBudget", "Secret", "ServiceMonitor", "AlertmanagerConfig",
+            "PrometheusRule"} <= kinds
     for name, d in docs:
         if (d["apiVersion"], d["kind"]) in CRDS:
             _validate_part(d["metadata"], "objectmeta-meta-v1.json")
