@@ -89,6 +89,10 @@ def _serve(incident: str, tmp: Path) -> dict[str, Any]:
             "refused": approver.refused}
 
 
+def _ref(t: dict[str, str]) -> str:
+    return f"{t['kind']}/{t['namespace']}/{t['name']}" if t.get("namespace") else f"{t['kind']}/{t['name']}"
+
+
 @pytest.mark.parametrize("incident", DRILL_INCIDENTS)
 def test_serve_ends_each_incident_as_its_drill(incident: str, tmp_path: Path) -> None:
     drill = drill_act.run_act(incident, SEED).to_json()
@@ -101,7 +105,7 @@ def test_serve_ends_each_incident_as_its_drill(incident: str, tmp_path: Path) ->
     assert inc["status"] in ("mitigated", "resolved"), inc
     tl = served["timelines"][inc["id"]]
     assert any(e["kind"] == "verification" and e["detail"].get("recovered_at") for e in tl), "no recovery"
-    executed = sorted((a["kind"], a["target"]) for a in served["plans"][inc["id"]]["actions"]
+    executed = sorted((a["kind"], _ref(a["target"])) for a in served["plans"][inc["id"]]["actions"]
                       if a["status"] == "executed")
     drilled = sorted((a["kind"], a["target"]) for a in drill["actions"] if a["status"] == "executed")
     assert executed == drilled
