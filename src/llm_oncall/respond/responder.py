@@ -29,10 +29,11 @@ from llm_oncall.actions.kube import KubeError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, Plan
 from llm_oncall.actions.run import Actuator
-from llm_oncall.diagnosis.autopilot import Autopilot
+from llm_oncall.diagnosis.autopilot import HISTORY, Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
+from llm_oncall.respond.history import History
 from llm_oncall.signals.source import Source
 
 PENDING = ("planned", "dry_run")
@@ -110,7 +111,8 @@ class Responder:
                  actuator: Actuator | None, mode: str, clock: Callable[[], float] = time.time,
                  log: Log | None = None, telemetry: TelemetryLog | None = None, notify: Notify | None = None,
                  counters: Counters | None = None, namespace: str | None = None, resolve_after: int = 3,
-                 replay: bool = False, actor: str = "llm-oncall", pilot: Autopilot | None = None) -> None:
+                 replay: bool = False, actor: str = "llm-oncall", pilot: Autopilot | None = None,
+                 history: History | None = None) -> None:
         self.source = source
         self.interval_s = interval_s
         self.store = store
@@ -128,6 +130,8 @@ class Responder:
         """Prometheus answers a window of history each round: the autopilot is rebuilt from it every round."""
         self.actor = actor
         self.pilot = pilot or Autopilot(interval_s)
+        self.history = history
+        """Where each round's raw telemetry goes, for a warm restart (respond/history.py)."""
         self.last: Diagnosis | None = None
         self.last_at: float | None = None
         self.observed: deque[dict[str, Any]] = deque(maxlen=400)
@@ -165,6 +169,8 @@ class Responder:
             self.pilot = pilot
         else:
             self.pilot.observe(batch)
+            if self.history is not None:
+                self.history.append(self.clock(), batch)
             d = self.pilot.step() if len(self.pilot.store.times()) >= 2 else None
         if d is not None:
             self.last, self.last_at = d, self.clock()
@@ -172,6 +178,20 @@ class Responder:
                 self.observed.append(verify.observe(self.pilot.features[-1], self.pilot.snapshots[-1]))
                 self._record(d)
         return d
+
+    def warm(self) -> int:
+        """Replay the rounds the history kept (a restart): the autopilot's baselines, heartbeats and windows are
+        what they were, so a hang in progress is still a hang on the first round. Nothing is acted on or recorded
+        while replaying; the rounds replayed are returned."""
+        if self.history is None or self.replay:
+            return 0
+        batches = self.history.load(self.clock() - HISTORY * self.interval_s)
+        for batch in batches:
+            self.pilot.observe(batch)
+            if len(self.pilot.store.times()) >= 2:
+                self.last = self.pilot.step()
+                self.observed.append(verify.observe(self.pilot.features[-1], self.pilot.snapshots[-1]))
+        return len(batches)
 
     def recheck(self) -> Diagnosis | None:
         """A fresh diagnosis for the actuator when the one it was given is too old."""

@@ -84,6 +84,9 @@ class Service:
             self.elector.start()
             self.log.info("leader election", identity=self.elector.identity, leading=self.elector.leading,
                           lease=f"{self.elector.namespace}/{self.elector.name}", holder=self.elector.holder)
+        warm = self.watcher.warm()
+        if warm:
+            self.log.info("warm restart: the recent rounds replayed from the store", rounds=warm)
         done = self.watcher.reconcile()
         if done:
             self.log.info("reconciled intents from before the restart", intents=done)
@@ -103,6 +106,7 @@ class Service:
         self.log.info("stopping")
         self.httpd.shutdown()
         self.watcher.stop()
+        self.watcher.close()
         if self.elector is not None:
             self.elector.stop(release=True)  # nothing runs any more: the next replica may take over now
         self.notifier.stop()

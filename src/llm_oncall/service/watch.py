@@ -4,8 +4,8 @@ One round at a time (a lock): the Alertmanager receiver and the approval endpoin
 so whatever executes was decided on a diagnosis of this round — an older one (more than two intervals) is
 re-checked first by the actuator. At start, intents the ledger holds without a result (the process died between
 claiming the idempotency key and recording the outcome) are reconciled against the cluster before anything runs,
-and the recent rounds' telemetry is not needed again: the raw history is reloaded from the store
-(respond/warm.py) so a restart in the middle of an incident still sees it.
+and the recent rounds' raw telemetry is replayed from the store (respond/history.py), so a restart in the middle
+of an incident diagnoses it on the history it had.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from typing import Any
 from llm_oncall.actions.guard import Policy
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.run import Actuator
+from llm_oncall.diagnosis.autopilot import HISTORY
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.respond import Responder
+from llm_oncall.respond.history import History
 from llm_oncall.service.sources import Feed
 from llm_oncall.service.telemetry import Log, Metrics
 
@@ -46,9 +48,13 @@ class Watcher:
         self.interval_s = interval_s
         self.metrics = metrics
         self.log = log
+        # The simulator restarts with the service (a new fleet at t = 0) and Prometheus answers its own history:
+        # only scraped sources keep theirs for a restart.
+        history = History(store.path, HISTORY) if feed.sim is None and not feed.replay else None
         self.responder = Responder(feed.source, feed.interval_s, store, ledger, actuator, mode, clock=feed.clock,
                                    log=log, counters=_Counters(metrics), namespace=feed.namespace,
-                                   resolve_after=resolve_after, replay=feed.replay, actor="llm-oncall-serve")
+                                   resolve_after=resolve_after, replay=feed.replay, actor="llm-oncall-serve",
+                                   history=history)
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -154,3 +160,11 @@ class Watcher:
     def reconcile(self) -> list[dict[str, Any]]:
         with self.lock:
             return self.responder.reconcile()
+
+    def warm(self) -> int:
+        with self.lock:
+            return self.responder.warm()
+
+    def close(self) -> None:
+        if self.responder.history is not None:
+            self.responder.history.close()
