@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import ACTION_KINDS, Action, Guard, Plan
 from llm_oncall.incident_ids import FAULTS
+from llm_oncall.runbooks.loader import Registry, load_registry
+from llm_oncall.runbooks.schema import ACTIONS as RUNBOOK_ACTIONS
 
 Mode = Literal["propose", "approve", "auto"]
 
@@ -69,20 +71,25 @@ class Policy(BaseModel):
         bad_incidents = sorted(set(policy.auto) - set(FAULTS))
         if bad_incidents:
             raise ValueError(f"auto: unknown incidents {bad_incidents}; known: {', '.join(FAULTS)}")
-        bad = sorted({k for kinds in policy.auto.values() for k in kinds} - set(ACTION_KINDS))
+        steps = set(ACTION_KINDS) | set(RUNBOOK_ACTIONS)
+        bad = sorted({k for kinds in policy.auto.values() for k in kinds} - steps)
         bad += sorted(set(policy.cooldown_s) - set(ACTION_KINDS) - {"default"})
         if bad:
-            raise ValueError(f"unknown action kinds {bad}; known: {', '.join(ACTION_KINDS)}")
+            raise ValueError(f"unknown action kinds {bad}; known: {', '.join(ACTION_KINDS)} (or a runbook step: "
+                             f"{', '.join(sorted(set(RUNBOOK_ACTIONS) - set(ACTION_KINDS)))})")
         return policy
 
 
-DRILL_POLICY = Policy(
-    auto={"kv-capacity": ["scale_out", "gateway_cap_max_tokens"], "engine-hang": ["restart_group", "taint_node"],
-          "prefix-cache-drop": ["config_rollback"], "retry-storm": ["gateway_rate_limit", "scale_out"],
-          "bad-model-rollout": ["rollback"], "gpu-ecc": ["cordon_node", "evict_pods"],
-          "cuda-graph-crash": ["set_engine_args"],
-          "long-context-starvation": ["scale_out", "gateway_route_long_prompts"]},
-    max_diagnosis_age_s=30.0)
+def runbook_policy(registry: Registry | None = None) -> Policy:
+    """The runbooks' own policy: auto mode may take the emergency steps a runbook marks `auto: true` (their
+    runbook action names: a step may plan several action kinds)."""
+    reg = registry or load_registry()
+    auto = {rid: [a.action for a in rb.emergency if a.auto] for rid in reg.ids() if (rb := reg.get(rid))}
+    return Policy(auto={k: v for k, v in auto.items() if v}, max_diagnosis_age_s=30.0)
+
+
+DRILL_POLICY = runbook_policy()
+"""What `drill --act` runs with: the runbooks' own policy and the default caps."""
 
 
 def decide(a: Action, plan: Plan, mode: Mode, policy: Policy, ledger: Ledger, now: float,
@@ -116,7 +123,7 @@ def decide(a: Action, plan: Plan, mode: Mode, policy: Policy, ledger: Ledger, no
             return Guard(allowed=True, approvable=True, why="approved by a human")
         return Guard(allowed=False, approvable=True, why="approve mode: waiting for approval")
     kinds = policy.auto.get(plan.incident, [])
-    if a.kind not in kinds:
+    if a.kind not in kinds and a.runbook_action not in kinds:
         return Guard(allowed=False, approvable=True,
                      why=f"auto mode: the policy does not allow {a.kind} for {plan.incident}")
     return Guard(allowed=True, approvable=True, why=f"auto mode: the policy allows {a.kind} for {plan.incident}")

@@ -6,10 +6,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from llm_oncall.actions.model import Verification
 from llm_oncall.diagnosis.features import Features
+from llm_oncall.runbooks.expr import Expr, compile_expr
+from llm_oncall.runbooks.loader import load_registry
 from llm_oncall.signals.snapshot import Snapshot
 
 Obs = Mapping[str, Any]
@@ -26,50 +29,45 @@ def observe(f: Features, snap: Snapshot | None) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Signal:
+    """A runbook's recovery signal (its `recovery:` section): when is it back?"""
+
     name: str
     lower_is_better: bool
     doc: str
+    back: Expr | None = None
+    missing: float | None = None
+    baseline_if_none: float | None = None
 
     def value(self, f: Obs) -> float | None:
         v = f.get(self.name)
-        if v is None and self.name in ("n_crashloop", "n_stalled", "pods_down", "probe_mismatch_rate",
-                                       "bad_rev_quality"):
-            return 0.0  # nothing to count is zero here (no crash-looping pod, no mismatch, no bad revision)
+        if v is None:
+            return self.missing  # nothing to count is zero for a count (no crash-looping pod, no mismatch)
         return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
     def recovered(self, v: float | None, baseline: float | None) -> bool:
         if v is None:
             return False
-        if self.name == "waiting_per_pod":
-            return v <= max(5.0, 2 * (baseline or 0.0))
-        if self.name in ("n_crashloop", "n_stalled", "pods_down"):
-            return v == 0
-        if self.name == "probe_mismatch_rate":
-            return v <= 0.0
-        if self.name == "bad_rev_quality":
-            return v <= max(0.05, 2 * (baseline or 0.0))
+        if baseline is None:
+            baseline = self.baseline_if_none
+        if self.back is not None:
+            return self.back.holds({"value": v, "baseline": baseline})
         if baseline is None:
             return False
-        if self.lower_is_better:
-            return v <= 2.0 * baseline
-        return v >= 0.75 * baseline
+        return v <= 2.0 * baseline if self.lower_is_better else v >= 0.75 * baseline
 
 
-SIGNALS: dict[str, tuple[Signal, ...]] = {
-    "kv-capacity": (Signal("waiting_per_pod", True, "the waiting queue back to ≤ 5 per pod"),),
-    "engine-hang": (Signal("n_stalled", True, "no pod holds requests without stepping"),
-                    Signal("pods_down", True, "every pod answers /metrics again")),
-    "prefix-cache-drop": (Signal("hit_rate", False, "prefix-cache hit rate back to ≥ 75 % of its baseline"),),
-    "retry-storm": (Signal("success_rate", False, "engine successes back to ≥ 75 % of the baseline"),),
-    "bad-model-rollout": (Signal("bad_rev_quality", True, "the worst revision's quality-violation share ≤ 5 %"),),
-    "gpu-ecc": (Signal("probe_mismatch_rate", True, "golden-prompt mismatches stop"),),
-    "cuda-graph-crash": (Signal("n_crashloop", True, "no pod crash-loops"),),
-    "long-context-starvation": (Signal("ttft_p50", True, "short requests' TTFT (fleet p50) within 2× baseline"),),
-}
+@cache
+def _signals(incident: str) -> tuple[Signal, ...]:
+    rb = load_registry().get(incident)
+    if rb is None:
+        return ()
+    return tuple(Signal(r.signal, r.better == "lower", r.doc.get("en"), compile_expr(r.back) if r.back else None,
+                        r.missing, r.baseline_if_none) for r in rb.recovery)
 
 
 def signals(incident: str) -> tuple[Signal, ...]:
-    return SIGNALS.get(incident, ())
+    """The incident's recovery signals, from its runbook (none for an incident without a runbook)."""
+    return _signals(incident)
 
 
 def baseline(history: Sequence[Obs], sig: Signal, until: float) -> float | None:

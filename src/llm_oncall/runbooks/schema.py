@@ -86,6 +86,34 @@ class Action(_Model):
     text: Text
     instead_of: str | None = None
     """An alternative to an earlier action of this runbook ("… or roll back"): taken only when that one was not."""
+    auto: bool = False
+    """The runbook's own policy: auto mode (and every drill) may take this step without a human. A policy file's
+    `auto` list, where given, replaces it."""
+
+
+class Recovery(_Model):
+    """A signal that says the incident's fix took effect, judged against its pre-incident baseline."""
+
+    signal: str = Field(description="a diagnosis feature (or ttft_p50)")
+    better: Literal["lower", "higher"]
+    back: str | None = Field(default=None, description="when it is back, an expression over `value` and "
+                                                       "`baseline`; default: within 2× (lower) / 75 % (higher)")
+    missing: float | None = Field(default=None, description="its value when the series is empty (a count of "
+                                                            "crash-looping pods with none is 0, not unknown)")
+    baseline_if_none: float | None = Field(default=None, description="the baseline when none was learned")
+    doc: Text
+
+    @field_validator("back")
+    @classmethod
+    def _back(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from llm_oncall.runbooks.expr import compile_expr
+
+        names = compile_expr(v).names()
+        if not names <= {"value", "baseline"}:
+            raise ValueError(f"back may read only value and baseline, not {sorted(names - {'value', 'baseline'})}")
+        return v
 
 
 class LongTerm(_Model):
@@ -176,6 +204,8 @@ class Runbook(_Model):
     triage: list[Check] = Field(default_factory=list)
     root_causes: list[RootCause] = Field(default_factory=list)
     emergency: list[Action] = Field(default_factory=list)
+    recovery: list[Recovery] = Field(default_factory=list, description="the signals that say the fix took effect "
+                                                                        "(verification, mitigated)")
     long_term: list[LongTerm] = Field(default_factory=list)
     look_alikes: list[LookAlike] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
