@@ -15,13 +15,11 @@ from llm_oncall.cli import app
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.incidents.schema import LATEST, migrate, version
 
-SAMPLE = Path("/work/shared/reference/alertmanager_webhook_sample.json")
-BODY = json.loads(SAMPLE.read_text()) if SAMPLE.is_file() else None
+SAMPLE = Path(__file__).parents[1] / "service" / "data" / "alertmanager_webhook_sample.json"
+BODY = json.loads(SAMPLE.read_text())
 
 
 def _body() -> dict:
-    if BODY is None:
-        pytest.skip("the Alertmanager sample body is not on this machine")
     return json.loads(json.dumps(BODY))
 
 

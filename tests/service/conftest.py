@@ -18,23 +18,9 @@ from llm_oncall.service.telemetry import Log
 WEBHOOK = "webhook-token-0123456789"
 API = "api-token-0123456789abcd"
 APPROVE = "approve-token-0123456789"
-SAMPLE = Path("/work/shared/reference/alertmanager_webhook_sample.json")
-SAMPLE_BODY: dict[str, Any] = json.loads(SAMPLE.read_text()) if SAMPLE.is_file() else {
-    # the same body (a real Alertmanager 0.25 webhook) when the shared reference is not on this machine
-    "receiver": "autopilot", "status": "firing", "version": "4", "truncatedAlerts": 0,
-    "groupKey": '{}:{alertname="VLLMQueueBacklog", namespace="inference"}',
-    "groupLabels": {"alertname": "VLLMQueueBacklog", "namespace": "inference"},
-    "commonLabels": {"alertname": "VLLMQueueBacklog", "job": "vllm", "namespace": "inference", "severity": "page"},
-    "commonAnnotations": {"runbook": "scale-out"}, "externalURL": "http://127.0.0.1:19093",
-    "alerts": [
-        {"status": "resolved", "labels": {"alertname": "VLLMQueueBacklog", "pod": "vllm-1", "severity": "page"},
-         "annotations": {"summary": "vLLM pod vllm-1 has 4 waiting requests"},
-         "startsAt": "2026-11-30T04:07:41.804Z", "endsAt": "2026-11-30T04:07:42.804Z", "generatorURL": "",
-         "fingerprint": "4f2f48f5999d21db"},
-        {"status": "firing", "labels": {"alertname": "VLLMQueueBacklog", "pod": "vllm-2", "severity": "page"},
-         "annotations": {"summary": "vLLM pod vllm-2 has 6 waiting requests"},
-         "startsAt": "2026-11-30T04:07:32.804Z", "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "",
-         "fingerprint": "14cf2654afc3dfe1"}]}
+SAMPLE = Path(__file__).parent / "data" / "alertmanager_webhook_sample.json"
+"""A real Alertmanager 0.25 webhook body (data/README.md says where it came from)."""
+SAMPLE_BODY: dict[str, Any] = json.loads(SAMPLE.read_text())
 
 
 def sample() -> dict[str, Any]:

@@ -4,6 +4,7 @@ cold caches renaming the incident, typos in the policy accepted, and a second fa
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,28 @@ def test_a_different_fault_during_recovery_still_pages(tmp_path: Path) -> None:
     finally:
         store.close()
     assert names == ["engine-hang", "gpu-ecc"], names
+
+
+def test_a_policy_change_replans_the_open_incident(start_service: Any, tmp_path: Path) -> None:
+    """The eviction is blocked by a tight cap; the on-call loosens the policy file: the waiting action is guarded
+    again on the next round and becomes approvable, with no restart."""
+    policy = tmp_path / "tight.yaml"
+    policy.write_text("caps: {delete_max_fraction: 0.05}\n")
+    svc = start_service(source={"sim": {"pods": 8, "seed": 7, "fault": "gpu-ecc"}}, mode="approve",
+                        policy=str(policy))
+    p = _plan(svc)
+    evict = p["actions"]["evict_pods"]
+    assert not evict["guard"]["approvable"], evict["guard"]
+    policy.write_text("caps: {delete_max_fraction: 0.5}\n")
+    st = policy.stat()
+    os.utime(policy, (st.st_atime, st.st_mtime + 5))  # a coarse clock must still see a change
+
+    def approvable() -> bool:
+        body = svc.ledger.plan(p["incident"]["plan_id"]) or {}
+        return any(a["id"] == evict["id"] and a["guard"]["approvable"] for a in body.get("actions", []))
+
+    wait_for(approvable, 30, "the eviction guarded again under the new policy")
+    tl = _timeline(svc, p["incident"]["id"])
+    assert any(e["kind"] == "plan" and e["detail"].get("why") == "the policy changed" for e in tl)
+    r = httpx.post(f"{svc.url}/api/v1/actions/{evict['id']}/approve", headers=auth(APPROVE), json={"by": "alice"})
+    assert r.status_code == 202, r.text
