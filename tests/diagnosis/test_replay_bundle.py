@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.testkit import free_port
+from tests.testkit import PageServer, free_port
 from typer.testing import CliRunner
 
 from llm_oncall.cli import app
@@ -65,6 +65,28 @@ def test_nothing_answering_is_an_error_not_healthy() -> None:
                                    "--interval", "0.2", "--samples", "2", "--json"])
     assert res.exit_code == 3, res.output
     assert "no vLLM target is up" in res.output
+
+
+NODE_EXPORTER_PAGE = b"""# HELP node_cpu_seconds_total Seconds the CPUs spent in each mode.
+# TYPE node_cpu_seconds_total counter
+node_cpu_seconds_total{cpu="0",mode="idle"} 2.3e+04
+node_cpu_seconds_total{cpu="0",mode="user"} 1.2e+03
+# HELP node_load1 1m load average.
+# TYPE node_load1 gauge
+node_load1 0.42
+"""
+
+
+def test_a_page_without_vllm_series_is_an_error_naming_what_it_found() -> None:
+    """A newcomer points --target at node_exporter: that is the wrong URL, not a healthy engine."""
+    page = PageServer(lambda: NODE_EXPORTER_PAGE)
+    try:
+        res = CliRunner().invoke(app, ["diagnose", "--target", f"node={page.url}", "--interval", "0.2",
+                                       "--samples", "2", "--json"])
+    finally:
+        page.close()
+    assert res.exit_code == 3, res.output
+    assert "no vLLM series" in res.output and "node_load1" in res.output and "node_cpu_seconds_total" in res.output
 
 
 def test_incident_lasting_most_of_the_bundle_is_still_named_at_its_end(tmp_path: Path) -> None:

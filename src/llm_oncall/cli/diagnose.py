@@ -58,14 +58,32 @@ def _targets(specs: list[str], dcgm: list[str], files: list[Path]) -> list[Targe
 
 
 
+def _check_pages(batch: Batch) -> None:
+    """A page that answers but carries no vLLM (or SGLang) series is the wrong URL, not a healthy engine."""
+    up = [o for o in batch.observations if o.target.kind == "vllm" and o.page is not None]
+    if not up or any(o.page is not None and o.page.samples for o in up):
+        return
+    found = []
+    for o in up:
+        names = sorted({line.split("{", 1)[0].split(" ", 1)[0] for line in (o.text or "").splitlines()
+                        if line and not line.startswith("#")})
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        found.append(f"{o.target.name} ({o.target.url}): {len(names)} series, none of vLLM's or SGLang's"
+                     + (f" — {shown}" if names else " — an empty page"))
+    raise fail("no vLLM series on the scraped page(s): " + "; ".join(found) + ". Point --target at the engine's "
+               "/metrics (vLLM's API server port, e.g. http://HOST:8000/metrics)", code=3)
+
+
 def _live(pilot: Autopilot, targets: list[Target], interval: float, samples: int,
           writer: BundleWriter | None) -> Diagnosis | None:
-    source = ScrapeSource(targets, timeout_s=min(10.0, max(1.0, interval * 0.8)), keep_text=writer is not None)
+    source = ScrapeSource(targets, timeout_s=min(10.0, max(1.0, interval * 0.8)), keep_text=True)
     diagnosis: Diagnosis | None = None
     with err_console.status("scraping") as status:
         for i in range(samples):
             started = time.monotonic()
             batch = source.collect()
+            if i == 0:
+                _check_pages(batch)
             pilot.observe(batch)
             if writer is not None:
                 for obs in batch.observations:
