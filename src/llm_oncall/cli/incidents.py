@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 from llm_oncall.cli.common import JsonOpt, console, fail, print_json
 from llm_oncall.termtable import Column, FitTable
@@ -16,12 +17,27 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Incidents in the store: lifecycle, alerts, timeline.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
 
-DbOpt = Annotated[Path, typer.Option("--db", help="SQLite store (the service config's `db`).")]
+DbOpt = Annotated[Path | None, typer.Option("--db", help="SQLite store (the service config's `db`; default "
+                                                         "llm-oncall.db).")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="serve's config: read its `db`.")]
 
 
 @app.callback()
 def _group() -> None:
     """Incidents in the store: lifecycle, alerts, timeline."""
+
+
+def _db(db: Path | None, config: Path | None) -> Path:
+    if db is not None and config is not None:
+        raise fail("give --db or --config, not both")
+    if config is None:
+        return db or Path("llm-oncall.db")
+    from llm_oncall.service.config import ConfigError, load
+
+    try:
+        return Path(load(config).db)
+    except ConfigError as exc:
+        raise fail(str(exc)) from exc
 
 
 def _store(db: Path) -> IncidentStore:
@@ -36,7 +52,7 @@ def _store(db: Path) -> IncidentStore:
 
 
 @app.command("list")
-def list_cmd(db: DbOpt = Path("llm-oncall.db"),
+def list_cmd(db: DbOpt = None, config: ConfigOpt = None,
              status: Annotated[str | None, typer.Option(help="Only this status (open|mitigating|mitigated|"
                                                              "resolved).")] = None,
              as_json: JsonOpt = False) -> None:
@@ -45,7 +61,7 @@ def list_cmd(db: DbOpt = Path("llm-oncall.db"),
 
     if status is not None and status not in STATUSES:
         raise fail(f"--status is one of {', '.join(STATUSES)}")
-    rows = _store(db).incidents(status)
+    rows = _store(_db(db, config)).incidents(status)
     if as_json:
         print_json(rows)
         return
@@ -68,19 +84,49 @@ def incidents_table(rows: list[dict[str, Any]]) -> FitTable:
 
 @app.command("show")
 def show_cmd(incident_id: Annotated[str, typer.Argument(metavar="ID", help="Incident id (incidents list).")],
-             db: DbOpt = Path("llm-oncall.db"), as_json: JsonOpt = False) -> None:
-    """One incident: status, diagnosis, alerts and its whole timeline."""
-    inc = _store(db).get(incident_id)
+             db: DbOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+    """One incident: status, diagnosis, plan, alerts and its whole timeline."""
+    from llm_oncall.actions.ledger import Ledger
+    from llm_oncall.postmortem.build import event_text
+
+    path = _db(db, config)
+    inc = _store(path).get(incident_id)
     if inc is None:
-        raise fail(f"no incident {incident_id} in {db}", code=3)
+        raise fail(f"no incident {incident_id} in {path}", code=3)
+    plan = Ledger(path).plan(inc["plan_id"]) if inc.get("plan_id") else None
     if as_json:
-        print_json(inc)
+        print_json({**inc, "plan": plan})
         return
-    console.print(f"[bold]{inc['id']}[/bold] {inc['incident']} — {inc['status']} (opened {inc['opened_at']}"
-                  + (f", resolved {inc['resolved_at']}" if inc["resolved_at"] else "") + ")", soft_wrap=True)
+    out = Text()
+    out.append(f"{inc['id']}", "bold")
+    out.append(f" {inc['incident']} — {inc['status']} (opened {inc['opened_at']}"
+               + (f", resolved {inc['resolved_at']}" if inc["resolved_at"] else "") + ")\n")
     if inc["title"]:
-        console.print(f"  {inc['title']}", soft_wrap=True)
+        out.append(f"  {inc['title']}\n")
+    d = inc.get("diagnosis") or {}
+    if d:
+        out.append(f"diagnosis: {d.get('incident')} ({float(d.get('confidence') or 0):.0%}, {d.get('severity')})"
+                   f" — {d.get('summary', '')}\n")
+        for e in (d.get("evidence") or [])[:5]:
+            out.append(f"  evidence: {e.get('text') or e.get('signal')}\n")
+        ru = d.get("runner_up") or {}
+        if ru.get("incident"):
+            out.append(f"  runner-up: {ru['incident']} ({float(ru.get('confidence') or 0):.0%})\n")
+    if plan:
+        out.append(f"plan {plan['id']}:\n")
+        for a in plan["actions"]:
+            g = a.get("guard") or {}
+            verdict = a["status"] if a["status"] != "dry_run" else ("approvable" if g.get("approvable") else "blocked")
+            out.append(f"  {a['id']}  {a['kind']} {_ref(a['target'])}: {verdict} — {g.get('why', '')}\n")
     for a in inc["alert_list"]:
-        console.print(f"  alert {a['alertname']} {a['status']} fingerprint {a['fingerprint']} since {a['startsAt']}")
+        out.append(f"alert {a['alertname']} {a['status']} fingerprint {a['fingerprint']} since {a['startsAt']}\n")
+    out.append("timeline:\n")
     for e in inc["timeline"]:
-        console.print(f"  {e['at']}  {e['kind']:<12} {e['actor']:<14} {e['detail']}", soft_wrap=True, markup=False)
+        d = e["detail"] if isinstance(e["detail"], dict) else {"detail": e["detail"]}
+        text = event_text(e["kind"], d) or f"{d.get('verdict', '')}: {d.get('detail', '')}"
+        out.append(f"  {e['at']}  {e['kind']:<12} {text} ({e['actor']})\n")
+    console.print(out, soft_wrap=True, end="")
+
+
+def _ref(t: dict[str, Any]) -> str:
+    return f"{t['kind']}/{t['namespace']}/{t['name']}" if t.get("namespace") else f"{t['kind']}/{t['name']}"

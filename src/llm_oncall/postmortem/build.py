@@ -218,7 +218,7 @@ def _timeline(rec: Record, m: Moments, lang: str) -> list[tuple[str, str, str]]:
         if c.kind in CHANGE_KINDS and m.start - CHANGE_LOOKBACK_S <= c.t <= (m.recovery or rec.end):
             rows.append((c.t, 2, "change", tr(lang, "ev_change", kind=c.kind, detail=c.detail)))
     for i, e in enumerate(rec.timeline):
-        text = _event_text(e.kind, e.detail, lang)
+        text = event_text(e.kind, e.detail, lang)
         if text:
             rows.append((e.t, 10 + i, e.kind, f"{text} ({e.actor})"))
     if m.recovery is not None:
@@ -231,7 +231,8 @@ def _timeline(rec: Record, m: Moments, lang: str) -> list[tuple[str, str, str]]:
     return [(utc(t), kind, text) for t, _, kind, text in rows]
 
 
-def _event_text(kind: str, d: dict[str, Any], lang: str) -> str:
+def event_text(kind: str, d: dict[str, Any], lang: str = "en") -> str:
+    """One timeline event as a person reads it (postmortems, `incidents show`)."""
     if kind == "status":
         if d.get("status") == "open":
             return tr(lang, "ev_page", incident=d.get("incident", ""))
@@ -243,7 +244,9 @@ def _event_text(kind: str, d: dict[str, Any], lang: str) -> str:
         return tr(lang, "ev_plan", plan=d.get("plan_id"), kinds=", ".join(a.get("kind", "") for a in
                                                                          d.get("actions") or []) or "—")
     if kind == "action":
-        return tr(lang, "ev_action", kind=d.get("kind"), target=d.get("target", ""), status=d.get("status"))
+        why = d.get("result") if d.get("status") != "executed" and isinstance(d.get("result"), str) else ""
+        return tr(lang, "ev_action", kind=d.get("kind"), target=d.get("target", ""), status=d.get("status")) + \
+            (f" — {why}" if why else "")
     if kind == "verification":
         if d.get("recovered_at") is not None:
             return ""  # shown as the recovery row, at the time it began
