@@ -180,3 +180,22 @@ def test_a_policy_change_replans_the_open_incident(start_service: Any, tmp_path:
     assert any(e["kind"] == "plan" and e["detail"].get("why") == "the policy changed" for e in tl)
     r = httpx.post(f"{svc.url}/api/v1/actions/{evict['id']}/approve", headers=auth(APPROVE), json={"by": "alice"})
     assert r.status_code == 202, r.text
+
+
+def test_act_apply_on_a_served_plan_joins_the_incident(start_service: Any) -> None:
+    """An on-call applies the served plan from a terminal (`act apply --plan ID --db serve's db`): the approval and
+    the outcome go on the served incident's timeline, and the loop takes the action as executed (no repeat)."""
+    svc = start_service(source={"sim": {"pods": 8, "seed": 7, "fault": "kv-capacity"}}, mode="approve", policy=None)
+    p = _plan(svc)
+    scale = p["actions"]["scale_out"]
+    res = CliRunner().invoke(cli_app, ["act", "apply", "--plan", p["incident"]["plan_id"], "--approve", scale["id"],
+                                       "--db", str(svc.cfg.db), "--kubeconfig", str(svc.feed.kubeconfig),
+                                       "--max-age", "1e9", "--json"])  # the plan is on the fleet's clock
+    assert res.exit_code == 0, res.output
+    iid = p["incident"]["id"]
+    tl = _timeline(svc, iid)
+    assert any(e["kind"] == "action" and e["actor"] == "cli" and e["detail"]["status"] == "executed" for e in tl), tl
+    wait_for(lambda: (svc.store.get(iid, timeline=False) or {}).get("status") in ("mitigated", "resolved"), 60,
+             "the served incident to be mitigated by the applied action")
+    executes = [row for row in svc.ledger.audit_trail() if row["step"] == "execute" and row["action_id"] == scale["id"]]
+    assert len(executes) == 1, executes

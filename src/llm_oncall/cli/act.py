@@ -147,6 +147,35 @@ def plan_table(body: dict[str, Any]) -> FitTable:
     return t
 
 
+def _join_served_incident(db: Path, p: Any, only: set[str] | None, actions: list[Any]) -> str | None:
+    """A plan `serve` made (its store is --db): the approvals and outcomes go on that incident's timeline too, and
+    the loop takes the executed actions from the ledger on its next round."""
+    from llm_oncall.incidents import IncidentStore, StoreError
+
+    try:
+        store = IncidentStore(db)
+    except (StoreError, RuntimeError, OSError):
+        return None
+    try:
+        iid = store.incident_of_plan(p.id)
+        if iid is None:
+            return None
+        for a in actions:
+            if only is not None and a.id not in only:
+                continue
+            if only is not None:
+                store.event(iid, "approval", "cli", {"action_id": a.id, "decision": "approved", "plan_id": p.id,
+                                                     "via": "act apply"})
+            store.event(iid, "action", "cli", {"action_id": a.id, "kind": a.kind, "target": a.target.ref(),
+                                               "status": a.status, "result": a.result,
+                                               "guard": a.guard.model_dump() if a.guard else None})
+        if any(a.status == "executed" for a in actions):
+            store.set_status(iid, "mitigating", "cli", "emergency action executed (act apply)")
+        return iid
+    finally:
+        store.close()
+
+
 @app.command("apply")
 def apply_cmd(
     plan: Annotated[str, typer.Option("--plan", help="A plan JSON file (act plan --out) or a plan id in --db.")],
@@ -187,7 +216,8 @@ def apply_cmd(
     age = time.time() - p.created_at
     only = set(approve) if mode == "approve" else None
     actions = actuator.execute(p, approved=set(approve), diagnosis_age_s=age, only=only)
-    body = {"plan": p.id, "incident": p.incident, "age_s": round(age, 1),
+    served = _join_served_incident(db, p, only, actions)
+    body = {"plan": p.id, "incident": p.incident, "age_s": round(age, 1), "incident_id": served,
             "actions": [a.to_json() for a in actions if only is None or a.id in only or a.status == "blocked"]}
     if as_json:
         print_json(body)

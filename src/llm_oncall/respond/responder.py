@@ -359,7 +359,22 @@ class Responder:
                 self.ledger.save_plan(p.id, p.incident, p.to_json())
                 self.store.event(c.id, "plan", self.actor, {**plan_event(p), "why": "the policy changed"})
 
+    def _sync(self, c: Case) -> None:
+        """Actions of this plan executed elsewhere (`act apply` on the same store) are taken as executed here."""
+        if c.plan is None:
+            return
+        body = self.ledger.plan(c.plan.id)
+        done = {a["id"]: a for a in (body or {}).get("actions", []) if a.get("status") == "executed"}
+        first = not c.acted
+        for a in c.plan.actions:
+            if a.id in done and a.status != "executed":
+                a.status, a.result = "executed", done[a.id].get("result")
+        if first and c.acted:
+            c.acted_at = self.clock()
+            c.before = self.observed[-1] if self.observed else None
+
     def _act(self, c: Case) -> None:
+        self._sync(c)
         p, act = c.plan, self.actuator
         if p is None or act is None or self.mode == "propose":
             return
