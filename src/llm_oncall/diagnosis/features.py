@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from llm_oncall.diagnosis.symptoms import COMPARABLE_LOAD, P90_MIN_REQUESTS, P99_MIN_REQUESTS, Slo, Value, mark
+from llm_oncall.evidence import xid
 from llm_oncall.evidence.model import Finding
 from llm_oncall.signals.snapshot import PodSnapshot, Snapshot
 from llm_oncall.signals.store import restarted_pod
@@ -23,8 +24,9 @@ from llm_oncall.signals.store import restarted_pod
 RECENT = 3
 """Snapshots at the end of the history that are 'now' and never part of a baseline."""
 
-ECC_XIDS = frozenset({48, 63, 64, 92, 94, 95, 140})
-NVLINK_XIDS = frozenset({74, 144, 145, 149, 155})
+ECC_XIDS = frozenset(code for code, e in xid.catalog().items() if e.category == "gpu-memory")
+"""GPU-memory Xids (ECC, row remapping, contained/uncontained errors): from the Xid catalogue, the one source."""
+NVLINK_XIDS = frozenset(code for code, e in xid.catalog().items() if e.category == "nvlink")
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ SOURCES: dict[str, str] = {
     "retry_share": "sum(rate(gateway_retries_total)) / sum(rate(gateway_requests_total))",
     "bad_rev_quality": "gateway format/repetition/control-char share of the worst revision",
     "bad_rev_thumbs_down": "gateway_feedback_total{rating=\"down\"} share of the worst revision",
-    "n_ecc_gpus": "DCGM ECC SBE/DBE, row remap, Xid 48/63/64/94/95",
+    "n_ecc_gpus": "DCGM ECC SBE/DBE, row remap, a GPU-memory Xid of the catalogue (48, 63, 64, 94, 95, …)",
     "probe_mismatch_top_share": "llm_oncall_probe_mismatches_total share of the top pod",
     "n_crashloop": "pods not scrapeable with restarts / CrashLoopBackOff",
     "log_cuda_graph": "vLLM logs: CUDA-graph capture error",

@@ -26,6 +26,7 @@ from llm_oncall.postmortem.build import Chart
 from llm_oncall.postmortem.i18n import tr
 from llm_oncall.postmortem.moments import Moments
 from llm_oncall.postmortem.record import Record
+from llm_oncall.runbooks.loader import load_registry
 
 MARK_COLOURS = {"onset": "#d62728", "detection": "#ff7f0e", "action": "#9467bd", "recovery": "#2ca02c"}
 LAYER = {"action": 0, "recovery": 1, "detection": 2, "onset": 3}
@@ -35,22 +36,16 @@ MARK_PT = 2.0
 LINE = "#1f3b57"
 DPI = 100
 COMMON = ("ttft_p99", "arrival_rate", "error_share")
-PANELS: dict[str, tuple[str, ...]] = {
-    "kv-capacity": ("ttft_p99", "waiting_per_pod", "kv_max", "arrival_rate", "error_share"),
-    "engine-hang": ("ttft_p99", "n_stalled", "success_rate", "arrival_rate", "error_share"),
-    "prefix-cache-drop": ("ttft_p99", "hit_rate", "waiting_per_pod", "arrival_rate", "error_share"),
-    "retry-storm": ("ttft_p99", "arrival_rate", "success_rate", "retry_share", "error_share", "pods_up"),
-    "bad-model-rollout": ("bad_rev_quality", "ttft_p99", "arrival_rate", "error_share"),
-    "gpu-ecc": ("probe_mismatch_rate", "ttft_p99", "arrival_rate", "error_share"),
-    "cuda-graph-crash": ("n_crashloop", "pods_up", "ttft_p99", "arrival_rate", "error_share"),
-    "long-context-starvation": ("ttft_p50", "ttft_p99", "kv_max", "prompt_p99", "arrival_rate", "error_share"),
-    "pod-outlier": ("ttft_p99", "itl_p99", "arrival_rate", "error_share"),
-}
-POD_SIGNALS: dict[str, tuple[str, ...]] = {
-    "engine-hang": ("requests_per_s", "running"), "cuda-graph-crash": ("up", "requests_per_s"),
-    "gpu-ecc": ("probe_mismatches_per_s", "errors_per_s", "ttft_p99"), "retry-storm": ("errors_per_s", "up"),
-    "bad-model-rollout": ("requests_per_s", "ttft_p99")}
-"""Per incident, the per-pod signals to try in order: the first that varies in the window is drawn."""
+
+
+def _runbook_charts(kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The incident's runbook says what to draw (`charts:`): its fleet panels and its per-pod signals."""
+    rb = load_registry().get(kind)
+    if rb is None or rb.charts is None:
+        return COMMON, ("ttft_p99",)
+    return tuple(rb.charts.fleet), tuple(rb.charts.pods) or ("ttft_p99",)
+
+
 MAX_PODS = 8
 EVIDENCE_PANELS = 2
 
@@ -59,7 +54,7 @@ def panels(rec: Record) -> list[tuple[str, list[tuple[float, float]]]]:
     """The incident's golden signals, then up to two more that its evidence names (what the page was decided on;
     not a variant of a golden one, e.g. arrival_rate_ratio), with data in the window; a flat panel is dropped
     unless it is one of the common golden signals (a flat error share says something)."""
-    wanted = list(PANELS.get(rec.kind, COMMON))
+    wanted = list(_runbook_charts(rec.kind)[0])
     evidence = [str(e.get("signal")) for e in rec.decided().get("evidence") or [] if e.get("signal")]
     extra = [sig for sig in dict.fromkeys(evidence) if not any(sig.startswith(w) for w in wanted)]
     out: list[tuple[str, list[tuple[float, float]]]] = []
@@ -175,7 +170,7 @@ def pods(rec: Record, m: Moments, path: Path) -> Chart | None:
     scope = rec.decided().get("scope") or {}
     if not (scope.get("pods") or scope.get("nodes")):
         return None
-    candidates = POD_SIGNALS.get(rec.kind, ("ttft_p99",))
+    candidates = _runbook_charts(rec.kind)[1]
     signal = next((s for s in candidates if len({v for p in rec.scopes() for _, v in rec.series(s, p)}) > 1),
                   candidates[-1])
     have = [p for p in rec.scopes() if rec.series(signal, p)]

@@ -116,6 +116,14 @@ class Recovery(_Model):
         return v
 
 
+class Charts(_Model):
+    """What the postmortem draws for this incident: the fleet's golden signals, and per pod the signals to try in
+    order (the first that varies in the window is drawn)."""
+
+    fleet: list[str] = Field(min_length=1)
+    pods: list[str] = Field(default_factory=list)
+
+
 class LongTerm(_Model):
     tag: Literal["monitoring", "automation", "drill", "capacity", "process", "config"]
     text: Text
@@ -206,6 +214,7 @@ class Runbook(_Model):
     emergency: list[Action] = Field(default_factory=list)
     recovery: list[Recovery] = Field(default_factory=list, description="the signals that say the fix took effect "
                                                                         "(verification, mitigated)")
+    charts: Charts | None = None
     long_term: list[LongTerm] = Field(default_factory=list)
     look_alikes: list[LookAlike] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
