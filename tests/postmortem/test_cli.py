@@ -31,7 +31,7 @@ def test_a_configured_slo_counts_too(tmp_path: Path) -> None:
     iid = synth.make(db)
     base = ["postmortem", iid, "--db", str(db), "--out", str(tmp_path / "pm"), "--json"]
     default = json.loads(runner.invoke(app, base).output)["impact"]
-    strict = json.loads(runner.invoke(app, [*base, "--slo-ttft", "0.1"]).output)["impact"]
+    strict = json.loads(runner.invoke(app, [*base, "--slo-ttft-p99", "0.1"]).output)["impact"]
     assert strict["slo"]["configured"] and strict["slo_minutes_burned"] > default["slo_minutes_burned"]
 
 

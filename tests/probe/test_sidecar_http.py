@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 
 from llm_oncall.cli import probe as cli_probe
 from llm_oncall.probe.liveness import LivenessConfig, Verdict
-from llm_oncall.probe.server import LivenessSidecar, http_fetch, parse_duration, parse_listen
+from llm_oncall.probe.server import LivenessSidecar, http_fetch, parse_listen
+from llm_oncall.signals.duration import parse_duration
 from llm_oncall.sim import Fleet, FleetConfig, faults, scenario
 from llm_oncall.sim.serve import SimServer
 

@@ -21,6 +21,7 @@ from llm_oncall.cli.common import (
     console,
     fail,
     print_json,
+    seconds,
 )
 from llm_oncall.termtable import Column, FitTable
 
@@ -68,7 +69,7 @@ def plan_cmd(
     selector: Annotated[str, typer.Option(help='Label matchers for Prometheus, e.g. job="vllm".')] = "",
     kubeconfig: KubeconfigOpt = None,
     namespace: Annotated[str | None, typer.Option(help="Namespace of the model server.")] = None,
-    interval: Annotated[float, typer.Option(help="Seconds between scrapes (live).")] = 5.0,
+    interval: Annotated[float, typer.Option(help="Between scrapes (live): 5s, or seconds.", parser=seconds)] = 5.0,
     samples: Annotated[int, typer.Option(help="Scrapes to take (live).", min=2)] = 4,
     db: DbOpt = Path("llm-oncall.db"),
     policy: PolicyOpt = None,

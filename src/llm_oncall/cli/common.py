@@ -21,6 +21,18 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def seconds(value: str | float) -> float:
+    """A duration flag (`--interval 15s`, `--duration 2m`, or a plain number of seconds): one syntax everywhere."""
+    if isinstance(value, int | float):
+        return float(value)
+    from llm_oncall.signals.duration import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 def print_json(obj: Any) -> None:
     typer.echo(json.dumps(obj, indent=2, sort_keys=False, default=str))
 

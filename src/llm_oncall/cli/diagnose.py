@@ -21,6 +21,7 @@ from llm_oncall.cli.common import (
     err_console,
     fail,
     print_json,
+    seconds,
 )
 from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
@@ -131,7 +132,7 @@ def diagnose(
     selector: Annotated[str, typer.Option(help='Label matchers for Prometheus, e.g. job="vllm".')] = "",
     replay: Annotated[Path | None, typer.Option(help="A capture bundle directory.")] = None,
     logs: Annotated[list[Path], typer.Option("--logs", help="Log or command-output files as evidence.")] = [],  # noqa: B006
-    interval: Annotated[float, typer.Option(help="Seconds between scrapes (live).")] = 5.0,
+    interval: Annotated[float, typer.Option(help="Between scrapes (live): 5s, or seconds.", parser=seconds)] = 5.0,
     samples: Annotated[int, typer.Option(help="Scrapes to take (live).", min=2)] = 4,
     window: Annotated[float | None, typer.Option(help="Window in seconds for rates and quantiles.")] = None,
     runbooks: RunbooksOpt = [],  # noqa: B006
@@ -208,8 +209,8 @@ def capture(
     target: TargetOpt = [],  # noqa: B006
     dcgm: DcgmOpt = [],  # noqa: B006
     targets_file: TargetsFileOpt = [],  # noqa: B006
-    duration: Annotated[float, typer.Option(help="Seconds to capture.")] = 60.0,
-    interval: Annotated[float, typer.Option(help="Seconds between scrapes.")] = 5.0,
+    duration: Annotated[float, typer.Option(help="How long to capture: 60s, 2m, or seconds.", parser=seconds)] = 60.0,
+    interval: Annotated[float, typer.Option(help="Between scrapes: 5s, or seconds.", parser=seconds)] = 5.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Scrape targets for a while and write a capture bundle (attach it to the ticket)."""

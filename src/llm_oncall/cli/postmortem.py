@@ -16,9 +16,9 @@ def postmortem(
     db: Annotated[Path, typer.Option("--db", help="SQLite store (the service config's `db`).")] = Path(
         "llm-oncall.db"),
     lang: LangOpt = "en",
-    slo_ttft: Annotated[float | None, typer.Option("--slo-ttft", help="TTFT p99 objective in seconds for the "
+    slo_ttft: Annotated[float | None, typer.Option("--slo-ttft-p99", help="TTFT p99 objective in seconds for the "
                                                                       "impact estimate.")] = None,
-    slo_errors: Annotated[float | None, typer.Option("--slo-errors", help="Error-share objective (0-1).")] = None,
+    slo_errors: Annotated[float | None, typer.Option("--slo-error-share", help="Error-share objective (0-1).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write the postmortem of one incident: sections of the SRE template, impact from the telemetry, charts."""
@@ -32,9 +32,9 @@ def postmortem(
     if out.exists() and not out.is_dir():
         raise fail(f"--out {out}: exists and is not a directory")
     if slo_errors is not None and not 0.0 < slo_errors < 1.0:
-        raise fail("--slo-errors is a share between 0 and 1")
+        raise fail("--slo-error-share is a share between 0 and 1")
     if slo_ttft is not None and slo_ttft <= 0:
-        raise fail("--slo-ttft is a positive number of seconds")
+        raise fail("--slo-ttft-p99 is a positive number of seconds")
     slo = Slo(ttft_p99_s=slo_ttft, error_share=slo_errors) if slo_ttft or slo_errors else None
     try:
         written = write_postmortem(db, incident_id, out, lang, slo)

@@ -29,7 +29,8 @@ from llm_oncall.probe.golden import (
     summarize,
 )
 from llm_oncall.probe.liveness import LivenessConfig
-from llm_oncall.probe.server import LivenessSidecar, http_fetch, parse_duration, parse_listen
+from llm_oncall.probe.server import LivenessSidecar, http_fetch, parse_listen
+from llm_oncall.signals.duration import parse_duration
 
 app = typer.Typer(
     help="Liveness sidecar (engine forward progress) and golden-prompt prober.",

@@ -18,7 +18,7 @@ def rules_export(
     out: Annotated[Path, typer.Option("--out", help="Directory to write the rule file and the dashboard into.")],
     slo_ttft_p99: Annotated[float | None, typer.Option("--slo-ttft-p99", help="TTFT p99 SLO in seconds.")] = None,
     slo_itl_p99: Annotated[float | None, typer.Option("--slo-itl-p99", help="ITL p99 SLO in seconds.")] = None,
-    slo_error_ratio: Annotated[float | None, typer.Option("--slo-error-ratio",
+    slo_error_ratio: Annotated[float | None, typer.Option("--slo-error-share",
                                                           help="Abort/error share SLO (0–1).")] = None,
     window: Annotated[str | None, typer.Option("--window", help="Rate/quantile window (default 5m).")] = None,
     short: Annotated[str | None, typer.Option("--short", help="Forward-progress window (default 1m).")] = None,

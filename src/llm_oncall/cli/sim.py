@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from llm_oncall.probe.server import parse_duration
+from llm_oncall.signals.duration import parse_duration
 from llm_oncall.sim import INCIDENTS, Fleet, FleetConfig, scenario
 from llm_oncall.sim.serve import SimServer
 

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llm_oncall.runbooks.thresholds import ERROR_SYMPTOM_SHARE, ITL_SYMPTOM_RATIO, TTFT_SYMPTOM_RATIO
+
 Value = float | bool | None
 
 
@@ -20,14 +22,8 @@ class Slo:
     error_share: float | None = None
 
 
-TTFT_SYMPTOM_RATIO = 3.0
-"""TTFT p99 at 3× its baseline is red: the alert most vLLM on-call rotations page on (and DESIGN's line)."""
 COMPARABLE_LOAD = 4.0
 """A latency baseline counts only if the fleet served at least a quarter of today's requests then."""
-ITL_SYMPTOM_RATIO = 2.0
-"""Inter-token latency at 2×: every token of every stream is twice as slow, which users see as a stutter."""
-ERROR_SYMPTOM_SHARE = 0.05
-"""5 % of requests failing is red unless an SLO says otherwise."""
 P99_MIN_REQUESTS = 100.0
 """Requests a window needs before its TTFT p99 is more than the largest of a handful of samples."""
 P90_MIN_REQUESTS = 30.0

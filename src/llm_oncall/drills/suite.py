@@ -11,7 +11,6 @@ import math
 import multiprocessing
 import os
 import random
-import re
 import resource
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from llm_oncall.drills.calibration import Answer, brier, reliability
 from llm_oncall.drills.generator import CLASSES, HEALTHY, HEALTHY_AFTER_S, Scenario, generate
 from llm_oncall.drills.runner import INTERVAL_S, DrillResult, run_one
 from llm_oncall.respond.simsource import SimSource
+from llm_oncall.signals import duration
 from llm_oncall.sim import Fleet, FleetConfig, lifecycle
 from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.termtable import Column, FirstFit, FitTable
@@ -366,15 +366,9 @@ def suite_cli(n: int, seed: int, workers: int | None, as_json: bool, console: Co
 
 # ---- soak ------------------------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-
-
 def parse_duration(text: str) -> float:
-    """'24h', '90m', '3600s', '3600', '1.5d' → seconds."""
-    m = _DURATION.match(text.lower())
-    if not m:
-        raise ValueError(f"bad duration {text!r}; use e.g. 24h, 90m, 3600s")
-    value = float(m.group(1)) * {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}[m.group(2)]
+    """'24h', '90m', '3600s', '3600', '1.5d' → seconds (signals/duration.py), positive."""
+    value = duration.parse_duration(text)
     if value <= 0:
         raise ValueError("duration must be positive")
     return value

@@ -45,27 +45,6 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, number
 
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(value: str) -> float:
-    """`30s`, `2m`, `1h`, `500ms` or a plain number of seconds."""
-    text = value.strip().lower()
-    for unit in ("ms", "s", "m", "h"):
-        if text.endswith(unit):
-            number, scale = text[: -len(unit)], _UNITS[unit]
-            break
-    else:
-        number, scale = text, 1.0
-    try:
-        seconds = float(number) * scale
-    except ValueError:
-        raise ValueError(f"invalid duration {value!r}: use e.g. 30s, 2m, 500ms") from None
-    if not seconds >= 0 or seconds == float("inf"):
-        raise ValueError(f"invalid duration {value!r}")
-    return seconds
-
-
 def http_fetch(url: str, timeout_s: float) -> tuple[Fetch, Callable[[], None]]:
     """A fetch function for `url` with a pooled client, and the function that closes it."""
     client = httpx.Client(timeout=timeout_s, headers={"Accept": "text/plain;version=0.0.4"})

@@ -30,6 +30,7 @@ import yaml
 from llm_oncall.runbooks.dashboard import DASHBOARD_FILE, dashboard, panel_exprs
 from llm_oncall.runbooks.promql import metric_name, selectors
 from llm_oncall.runbooks.schema import PROMQL_PARAMS, Runbook
+from llm_oncall.runbooks.thresholds import ERROR_SYMPTOM_SHARE
 from llm_oncall.signals.catalog import SIGNALS
 
 DEFAULTS: dict[str, str] = {
@@ -39,7 +40,7 @@ DEFAULTS: dict[str, str] = {
     "offset": "10m",       # ... ending this long ago (so an incident's onset is not its own baseline)
     "slo_ttft_p99": "2",   # seconds
     "slo_itl_p99": "0.2",  # seconds
-    "slo_error_ratio": "0.01",
+    "slo_error_ratio": f"{ERROR_SYMPTOM_SHARE:g}",  # the diagnosis' own line (runbooks/thresholds.py)
 }
 assert tuple(DEFAULTS) == PROMQL_PARAMS, "every runbook placeholder has a default"
 _DURATIONS = ("window", "short", "baseline", "offset")

@@ -10,6 +10,7 @@ from llm_oncall.actions.guard import Policy
 from llm_oncall.actions.kube import Kube
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.run import Actuator
+from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.service import api, sources
@@ -49,7 +50,8 @@ class Service:
         else:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,
-                               self.log, cfg.resolve_after)
+                               self.log, cfg.resolve_after,
+                               Slo(cfg.slo.ttft_p99, cfg.slo.itl_p99, cfg.slo.error_share))
         self.watcher.policy_file = cfg.policy
         self.telemetry = TelemetryLog(cfg.db)
         self.watcher.responder.telemetry = self.telemetry

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from llm_oncall.probe.server import parse_duration
 from llm_oncall.service import secrets
+from llm_oncall.signals.duration import parse_duration
 
 Role = Literal["webhook", "api", "approve"]
 ROLES: tuple[str, ...] = ("webhook", "api", "approve", "override")
@@ -238,6 +238,20 @@ class LeaderElectionConfig(_Strict):
         return self.renew_s
 
 
+class SloConfig(_Strict):
+    """The user-facing objectives the diagnosis judges symptoms against (beside each signal's own baseline); the
+    same keys as `rules export --slo-*`."""
+
+    ttft_p99: float | None = None
+    itl_p99: float | None = None
+    error_share: float | None = Field(None, gt=0, lt=1)
+
+    @field_validator("ttft_p99", "itl_p99", mode="before")
+    @classmethod
+    def _dur(cls, v: Any) -> float | None:
+        return None if v is None else _duration(v, "slo")
+
+
 class ServiceConfig(_Strict):
     listen: str = "127.0.0.1:8080"
     db: Path = Path("incidents.db")
@@ -255,6 +269,7 @@ class ServiceConfig(_Strict):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     in_cluster: bool = Field(False, description="talk to the cluster as the pod's service account (no kubeconfig)")
     leader_election: LeaderElectionConfig = Field(default_factory=lambda: LeaderElectionConfig())
+    slo: SloConfig = Field(default_factory=lambda: SloConfig(error_share=None))
 
     @field_validator("interval", "kube_timeout", mode="before")
     @classmethod

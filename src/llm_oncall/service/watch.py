@@ -19,8 +19,9 @@ from typing import Any
 from llm_oncall.actions.guard import Policy
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.run import Actuator
-from llm_oncall.diagnosis.autopilot import HISTORY
+from llm_oncall.diagnosis.autopilot import HISTORY, Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.respond import Responder
 from llm_oncall.respond.history import History
@@ -41,7 +42,8 @@ class _Counters:
 
 class Watcher:
     def __init__(self, feed: Feed, store: IncidentStore, ledger: Ledger, actuator: Actuator | None, mode: str,
-                 interval_s: float, metrics: Metrics, log: Log, resolve_after: int = 3) -> None:
+                 interval_s: float, metrics: Metrics, log: Log, resolve_after: int = 3,
+                 slo: Slo | None = None) -> None:
         self.feed = feed
         self.store = store
         self.ledger = ledger
@@ -54,7 +56,7 @@ class Watcher:
         self.responder = Responder(feed.source, feed.interval_s, store, ledger, actuator, mode, clock=feed.clock,
                                    log=log, counters=_Counters(metrics), namespace=feed.namespace,
                                    resolve_after=resolve_after, replay=feed.replay, actor="llm-oncall-serve",
-                                   history=history)
+                                   history=history, pilot=Autopilot(feed.interval_s, slo=slo))
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self.stopping = threading.Event()
