@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -320,6 +319,3 @@ def generate(n: int, seed: int, shapes: bool = True) -> list[Scenario]:
     return [generate_one(seed, i, shapes) for i in range(n)]
 
 
-def iter_scenarios(n: int, seed: int, shapes: bool = True) -> Iterator[Scenario]:
-    for i in range(n):
-        yield generate_one(seed, i, shapes)

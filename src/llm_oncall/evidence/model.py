@@ -112,10 +112,6 @@ class Finding:
     def replace(self, **changes: Any) -> Finding:
         return dataclasses.replace(self, **changes)
 
-    def with_file(self, file: str) -> Finding:
-        return self.replace(file=file, findings=tuple(f.replace(file=file) for f in self.findings))
-
-
 def default_category(kind: str, benign: bool, hint: str | None) -> str:
     if kind == "unknown":
         return "unknown"

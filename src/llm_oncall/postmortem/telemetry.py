@@ -138,8 +138,3 @@ def notes(db: sqlite3.Connection) -> dict[str, Any]:
     return {str(k): json.loads(v) for k, v in db.execute("SELECT key, value FROM telemetry_notes ORDER BY key")}
 
 
-def last_time(db: sqlite3.Connection) -> float | None:
-    if not _has(db, "telemetry"):
-        return None
-    row = db.execute("SELECT MAX(t) FROM telemetry").fetchone()
-    return float(row[0]) if row and row[0] is not None else None

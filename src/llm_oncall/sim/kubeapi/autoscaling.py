@@ -35,10 +35,6 @@ def hpa_name(fleet: Fleet) -> str:
     return f"keda-hpa-{fleet.cfg.deployment}" if fleet.cfg.hpa.keda else fleet.cfg.deployment
 
 
-def hpa_key(fleet: Fleet) -> Key:
-    return (HPA_KEY, fleet.cfg.namespace, hpa_name(fleet))
-
-
 def metric_name(metric: str) -> str:
     """The name prometheus-adapter serves a vLLM series under in the custom metrics API (colons are not allowed
     there: production-stack's adapter maps `vllm:num_requests_waiting` to `vllm_num_requests_waiting`)."""
