@@ -31,12 +31,31 @@ PROMETHEUS = shutil.which("prometheus")
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
+_PORTS_PER_WORKER = 1500
+_PORT_BASE = 20000
+"""Test ports come from below the kernel's ephemeral range (32768–60999, where connect() and bind(0) draw), one
+disjoint block per xdist worker, handed out in turn: two workers never get the same port, and a port handed out
+is never re-used by the OS for an outgoing connection in the meantime."""
+_next_port: list[int] = []
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it); also a port nothing listens on."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
+    """A TCP port on 127.0.0.1, free now and reserved to this test process; also a port nothing listens on."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    first = _PORT_BASE + (index % 8) * _PORTS_PER_WORKER
+    if not _next_port:
+        _next_port.append(first + (os.getpid() % 97) * 7 % _PORTS_PER_WORKER)
+    for _ in range(_PORTS_PER_WORKER):
+        port = first + (_next_port[0] - first) % _PORTS_PER_WORKER
+        _next_port[0] = port + 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (a server of an earlier test still closing): the next one
+        return port
+    raise RuntimeError(f"no free port in {first}–{first + _PORTS_PER_WORKER - 1}")
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, step: float = 0.02) -> bool:
