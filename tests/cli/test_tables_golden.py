@@ -42,14 +42,16 @@ RESULTS = [
 
 
 def act_results() -> list[Any]:
-    def one(r: DrillResult, actions: list[dict[str, Any]], rec: float | None, pm: str | None) -> Any:
+    def one(r: DrillResult, actions: list[dict[str, Any]], rec: float | None, pm: str | None,
+            manual: float | None = None) -> Any:
         return SimpleNamespace(drill=r, actions=actions, recovered=rec is not None, seconds_to_recovery=rec,
-                               postmortem={"markdown": pm} if pm else None)
+                               postmortem={"markdown": pm} if pm else None, manual_seconds_to_recovery=manual,
+                               manual_decision_s=600.0)
     return [
         one(RESULTS[0], [{"kind": "scale_out", "target": "deployment/llm/vllm", "status": "executed",
                           "verification": {"verdict": "helped"}},
                          {"kind": "gateway_cap_max_tokens", "target": "configmap/llm/gateway", "status": "executed"}],
-            212.0, "pm/kv-capacity/postmortem.md"),
+            212.0, "pm/kv-capacity/postmortem.md", 1272.0),
         one(RESULTS[1], [{"kind": "route_by_length", "target": "configmap/llm/gateway", "status": "blocked"}], None,
             "pm/long-context-starvation/postmortem.md"),
         one(RESULTS[2], [], None, None),

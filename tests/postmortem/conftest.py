@@ -16,7 +16,7 @@ Drill = tuple[dict[str, Any], Path]
 
 
 def _drill(incident: str, root: Path) -> Drill:
-    out = CliRunner().invoke(app, ["drill", incident, "--seed", "7", "--act", "--postmortem", str(root),
+    out = CliRunner().invoke(app, ["drill", incident, "--seed", "7", "--act", "--no-manual", "--postmortem", str(root),
                                    "--workers", "1", "--json"])
     assert out.exit_code == 0, out.output
     (result,) = json.loads(out.output)["results"]

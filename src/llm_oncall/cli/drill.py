@@ -22,6 +22,9 @@ def drill(
                                                     "recovery.")] = False,
     postmortem: Annotated[Path | None, typer.Option("--postmortem", help="With --act: write each drilled incident's "
                                                     "record and postmortem under DIR/<incident>/.")] = None,
+    manual: Annotated[bool, typer.Option("--manual/--no-manual", help="With --act: also work each incident as a "
+                                         "simulated on-call human following the runbook (docs/drills.md), for "
+                                         "the MTTR side by side.")] = True,
     first_suite_shapes: Annotated[bool, typer.Option(
         "--first-suite-shapes", help="With --suite: only the first suite's scenario shapes (to compare).")] = False,
     as_json: JsonOpt = False,
@@ -49,7 +52,7 @@ def drill(
     if postmortem is not None and postmortem.exists() and not postmortem.is_dir():
         raise fail(f"--postmortem {postmortem}: exists and is not a directory")
     if act:
-        _drill_act(jobs, workers, seed, as_json, postmortem)
+        _drill_act(jobs, workers, seed, as_json, postmortem, manual)
         return
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
@@ -65,11 +68,10 @@ def drill(
 
 
 def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_json: bool,
-               postmortem: Path | None = None) -> None:
+               postmortem: Path | None = None, manual: bool = True) -> None:
     from llm_oncall.drills import act
 
-    todo: list[tuple[str, int] | tuple[str, int, Path]] = list(jobs) if postmortem is None else [
-        (i, s, postmortem / i) for i, s in jobs]
+    todo = [act.Job(i, s, postmortem / i if postmortem is not None else None, manual=manual) for i, s in jobs]
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("drilling (--act)", total=len(jobs))

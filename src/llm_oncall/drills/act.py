@@ -50,6 +50,12 @@ class ActResult:
     incident_id: str | None = None
     """The incident in the record (`record=`), when the drill paged."""
     postmortem: dict[str, Any] | None = None
+    seconds_to_resolution: float | None = None
+    """When the incident was resolved (no page for a few rounds), from onset; recovery may come first."""
+    manual_seconds_to_recovery: float | None = None
+    """The same incident worked by a simulated on-call human (drills/manual.py), seconds from onset."""
+    manual_decision_s: float | None = None
+    """That human's page → approval (acknowledge, triage, decide)."""
 
     @property
     def correct(self) -> bool:
@@ -58,7 +64,10 @@ class ActResult:
     def to_json(self) -> dict[str, Any]:
         out = self.drill.to_json()
         out.update({"actions": self.actions, "recovered": self.recovered,
-                    "seconds_to_recovery": self.seconds_to_recovery, "manual_seconds_to_recovery": None,
+                    "seconds_to_recovery": self.seconds_to_recovery,
+                    "manual_seconds_to_recovery": self.manual_seconds_to_recovery,
+                    "manual_decision_s": self.manual_decision_s,
+                    "seconds_to_resolution": self.seconds_to_resolution,
                     "acted_at": self.acted_at, "plan_id": self.plan.get("id")})
         if self.incident_id is not None:
             out["incident_id"] = self.incident_id
@@ -78,9 +87,10 @@ def _summary(a: Action) -> dict[str, Any]:
 
 def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s: float = INTERVAL_S,
             workdir: Path | None = None, record: Path | None = None, mode: Mode = "auto",
-            approver: Callable[[IncidentStore, Responder], None] | None = None) -> ActResult:
+            approver: Callable[[IncidentStore, Responder], None] | None = None, wait_s: float = 0.0) -> ActResult:
     """`record`: the SQLite file of the incident record (store, ledger, telemetry), else a temporary one.
-    `approver` (approve mode): called after every round, as a human at the console would be."""
+    `approver` (approve mode): called after every round, as a human at the console would be; `wait_s`: how much
+    longer than usual the drill watches for the fix (a human who decides later)."""
     cfg, fault = scenario(incident, seed)
     fleet = Fleet(cfg, seed=seed, fault=fault)
     cluster = KubeCluster(fleet)
@@ -102,7 +112,7 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
         responder = Responder(drill.source, interval_s, store, ledger, actuator, mode, clock=clock,
                               telemetry=telemetry, namespace=cfg.namespace, actor=ACTOR, pilot=drill.pilot)
         telemetry.note("drill", {"incident": incident, "seed": seed})
-        return _loop(fleet, drill, responder, seed, cfg.epoch, approver)
+        return _loop(fleet, drill, responder, seed, cfg.epoch, approver, wait_s)
     finally:
         gt = fleet.ground_truth
         telemetry.note("ground_truth", {"incident": gt.incident, "onset": None if gt.onset is None
@@ -114,10 +124,10 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
 
 
 def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch: float,
-          approver: Callable[[IncidentStore, Responder], None] | None) -> ActResult:
+          approver: Callable[[IncidentStore, Responder], None] | None, wait_s: float = 0.0) -> ActResult:
     """Rounds until the incident that acted has recovered and its actions are verified (or the window ends)."""
     planned = fleet.fault.at if fleet.fault is not None else 300.0
-    end = planned + 300.0 + AFTER_ACTION_S
+    end = planned + 300.0 + wait_s + AFTER_ACTION_S
     while fleet.now < end - 1e-9:
         acting = _served(responder)
         if acting is None and drill.answer is None and fleet.now >= planned + 300.0:
@@ -134,13 +144,19 @@ def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch
     result = drill.result(seed, until=drill.answer[0] if drill.answer is not None else None)
     plan = acting.plan if acting is not None else None
     recovered_at = acting.recovered_at - epoch if acting is not None and acting.recovered_at is not None else None
+    resolved_at = None
+    if acting is not None:
+        row = responder.store.get(acting.id, timeline=False) or {}
+        resolved_at = row["resolved_at_s"] - epoch if row.get("resolved_at_s") is not None else None
     return ActResult(drill=result, actions=[_summary(a) for a in (plan.actions if plan else [])],
                      recovered=recovered_at is not None,
                      seconds_to_recovery=(round(recovered_at - onset, 1)
                                           if recovered_at is not None and onset is not None else None),
                      acted_at=acting.acted_at - epoch if acting is not None and acting.acted_at is not None else None,
                      plan=plan.to_json() if plan else {}, audit=responder.ledger.audit_trail(),
-                     incident_id=acting.id if acting is not None else None)
+                     incident_id=acting.id if acting is not None else None,
+                     seconds_to_resolution=(round(resolved_at - onset, 1)
+                                            if resolved_at is not None and onset is not None else None))
 
 
 def _served(responder: Responder) -> Case | None:
@@ -150,33 +166,48 @@ def _served(responder: Responder) -> Case | None:
     return planned[0] if planned else None
 
 
-def _run_args(args: tuple[str, int] | tuple[str, int, Path]) -> ActResult:
-    """A job with a third element writes the incident record and its postmortem under that directory."""
-    if len(args) == 2:
-        return run_act(args[0], args[1])
-    from llm_oncall.postmortem.write import write_postmortem
+@dataclass(frozen=True)
+class Job:
+    incident: str
+    seed: int
+    out: Path | None = None
+    """Write the incident record and its postmortem under this directory."""
+    manual: bool = False
+    """Also run the manual baseline (drills/manual.py) on the same seeded incident."""
 
-    out = args[2]
-    r = run_act(args[0], args[1], record=out / "record.db")
-    if r.incident_id is not None:
-        r.postmortem = write_postmortem(out / "record.db", r.incident_id, out).to_json()
+
+def run_job(job: Job) -> ActResult:
+    from llm_oncall.drills.manual import Human, ManualApprover
+
+    r = run_act(job.incident, job.seed, record=job.out / "record.db" if job.out is not None else None)
+    if job.out is not None and r.incident_id is not None:
+        from llm_oncall.postmortem.write import write_postmortem
+
+        r.postmortem = write_postmortem(job.out / "record.db", r.incident_id, job.out).to_json()
+    if job.manual:
+        delay = Human().delay_s(job.incident, job.seed)
+        m = run_act(job.incident, job.seed, mode="approve", approver=ManualApprover(delay), wait_s=delay)
+        # A human who comes after the incident went away by itself recovered it by waiting: its resolution.
+        r.manual_seconds_to_recovery = m.seconds_to_recovery if m.seconds_to_recovery is not None else (
+            m.seconds_to_resolution if not any(a["status"] == "executed" for a in m.actions) else None)
+        r.manual_decision_s = round(delay, 1)
     return r
 
 
-def run_many(jobs: Sequence[tuple[str, int] | tuple[str, int, Path]], workers: int | None = None,
+def run_many(jobs: Sequence[Job], workers: int | None = None,
              progress: Callable[[ActResult], None] | None = None) -> list[ActResult]:
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     if workers <= 1:
         out = []
         for job in jobs:
-            r = _run_args(job)
+            r = run_job(job)
             if progress:
                 progress(r)
             out.append(r)
         return out
     results = []
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for r in pool.map(_run_args, jobs):
+        for r in pool.map(run_job, jobs):
             if progress:
                 progress(r)
             results.append(r)

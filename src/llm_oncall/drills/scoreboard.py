@@ -38,14 +38,17 @@ def scoreboard(results: Sequence[DrillResult], seed: int | None = None) -> FitTa
 
 
 def act_scoreboard(results: Sequence[Any]) -> FitTable:
-    """`drill --act`: each result's drill (injected, diagnosed), its actions (kind, target, status, verdict),
-    recovery and postmortem."""
+    """`drill --act`: each result's drill (injected, diagnosed), its recovery beside the manual baseline's (a
+    simulated on-call human on the same seed) and their ratio, its actions (kind, target, status, verdict) and
+    postmortem."""
     ok = sum(bool(r.drill.correct and r.recovered) for r in results)
     t = FitTable(
         Column("injected", no_wrap=True),
         Column("diagnosed as", no_wrap=True),
         Column("", justify="center", no_wrap=True),
         Column("recovered", justify="right", no_wrap=True),
+        Column("manual", justify="right", no_wrap=True, priority=3),
+        Column("manual/auto", justify="right", no_wrap=True, priority=3),
         Column("actions", min_width=44, priority=1),
         Column("postmortem", priority=2),
         title=f"Drill --act: {ok}/{len(results)} diagnosed and recovered")
@@ -54,6 +57,10 @@ def act_scoreboard(results: Sequence[Any]) -> FitTable:
         acts = [f"{a['kind']} {a['target']}: {a['status']}"
                 + (f" ({a['verification']['verdict']})" if a.get("verification") else "") for a in r.actions]
         pm = r.postmortem["markdown"] if r.postmortem is not None else ""
+        manual = getattr(r, "manual_seconds_to_recovery", None)
+        ran = getattr(r, "manual_decision_s", None) is not None
+        ratio = f"{manual / r.seconds_to_recovery:.1f}×" if manual and r.seconds_to_recovery else ""
         t.add_row(r.drill.incident, r.drill.diagnosed, _mark(bool(r.drill.correct)), rec,
+                  f"{manual:.0f}s" if manual is not None else "no" if ran else "", ratio,
                   "\n".join(acts) or "none", str(pm))
     return t
