@@ -199,3 +199,25 @@ def test_act_apply_on_a_served_plan_joins_the_incident(start_service: Any) -> No
              "the served incident to be mitigated by the applied action")
     executes = [row for row in svc.ledger.audit_trail() if row["step"] == "execute" and row["action_id"] == scale["id"]]
     assert len(executes) == 1, executes
+
+
+def test_a_resolved_incident_hands_the_replicas_back_to_the_autoscaler(tmp_path: Path) -> None:
+    """kv-capacity's fix raised the HPA's floor; when the incident is resolved the floor goes back, so the HPA owns
+    the replicas again (the runbook's "restore the floor once recovered")."""
+    seen: dict[str, Any] = {}
+
+    def resolve_when_verified(store: IncidentStore, responder: Responder) -> None:
+        for c in list((responder.cases or {}).values()):
+            if c.verified and "floor" not in seen and c.plan is not None:
+                scale = next(a for a in c.plan.actions if a.kind == "scale_out")
+                kube = responder.actuator.kube  # type: ignore[union-attr]
+                t = scale.target
+                seen["raised"] = kube.get(t.kind, t.name, t.namespace)["spec"]["minReplicas"]
+                responder._hand_back(c)
+                seen["floor"] = kube.get(t.kind, t.name, t.namespace)["spec"]["minReplicas"]
+                seen["want"] = scale.revert
+
+    drill_act.run_act("kv-capacity", 7, approver=resolve_when_verified)
+    assert seen, "the scale-out was never verified"
+    assert seen["raised"] > seen["floor"], seen
+    assert seen["floor"] == seen["want"]["replicas"], seen

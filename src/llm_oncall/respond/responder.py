@@ -494,9 +494,23 @@ class Responder:
             self.store.set_status(c.id, "resolved", self.actor, f"no page for {c.green} rounds and no firing alert")
             self.log.info("incident resolved", incident_id=c.id)
             self.notify(c.id, "status", "resolved", {"status": "resolved"})
+            self._hand_back(c)
             assert self.cases is not None
             del self.cases[c.id]
             self.resolved.append(c)
+
+    def _hand_back(self, c: Case) -> None:
+        """Resolved: an autoscaler's floor the fix raised goes back to what it was, so the autoscaler owns the
+        replicas again (a scale-out without an autoscaler stays: nothing else would scale it back up)."""
+        act = self.actuator
+        if act is None or c.plan is None:
+            return
+        for a in c.plan.actions:
+            if a.status == "executed" and a.kind == "scale_out" and a.target.kind == "HorizontalPodAutoscaler":
+                outcome = act.revert(c.plan, a)
+                self.store.event(c.id, "action", self.actor, {
+                    "action_id": a.id, "kind": a.kind, "target": a.target.ref(), "status": "reverted"
+                    if outcome == "reverted" else "failed", "result": f"the autoscaler's floor restored: {outcome}"})
 
     def _back(self, c: Case) -> bool:
         if c.plan is None or not self.observed:
