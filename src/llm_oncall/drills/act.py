@@ -68,7 +68,10 @@ class ActResult:
                     "manual_seconds_to_recovery": self.manual_seconds_to_recovery,
                     "manual_decision_s": self.manual_decision_s,
                     "seconds_to_resolution": self.seconds_to_resolution,
-                    "acted_at": self.acted_at, "plan_id": self.plan.get("id")})
+                    "acted_at": self.acted_at,
+                    "seconds_to_first_action": (round(self.acted_at - self.drill.onset, 1)
+                                                if self.acted_at is not None and self.drill.onset is not None
+                                                else None), "plan_id": self.plan.get("id")})
         if self.incident_id is not None:
             out["incident_id"] = self.incident_id
         if self.postmortem is not None:
