@@ -1,4 +1,4 @@
-"""The package's import graph: the layer contract of DESIGN §2 (lint-imports) and no import circle at all."""
+"""The package's import graph: the layer contract of docs/architecture.md (lint-imports) and no import circle at all."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The incident ids (DESIGN §1): stable strings used in JSON, tests, runbook files and faults.
+"""The incident ids (README: The incidents): stable strings used in JSON, tests, runbook files and faults.
 
 At the bottom of the package so every layer (evidence, runbooks, simulator) reads the same list.
 """

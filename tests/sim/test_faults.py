@@ -1,4 +1,4 @@
-"""Each fault shows its DESIGN §1 signature in the rendered telemetry (never via ground truth)."""
+"""Each fault shows its signature (README: The incidents) in the rendered telemetry (never via ground truth)."""
 
 from __future__ import annotations
 

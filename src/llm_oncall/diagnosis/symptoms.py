@@ -106,7 +106,8 @@ SYMPTOMS: tuple[tuple[str, str, str, str], ...] = (
 
 
 def as_json(values: Mapping[str, Value]) -> list[dict[str, Any]]:
-    """The user-facing symptoms (DESIGN §3 `symptoms`): every one, red or not, with its value and baseline."""
+    """The user-facing symptoms (the diagnosis JSON's `symptoms`): every one, red or not, with its value and
+    baseline."""
     out = []
     for flag, value, baseline, slo in SYMPTOMS:
         out.append({"signal": value, "value": json_number(values.get(value)),

@@ -100,7 +100,8 @@ class Finding:
         }
 
     def to_json(self) -> dict[str, JsonValue]:
-        """DESIGN §3 keys (file, kind, benign, incident_hint, confidence, facts), then the rest."""
+        """The documented keys (docs/evidence.md: file, kind, benign, incident_hint, confidence, facts), then
+        the rest."""
         short = self.summary()
         return {
             "file": self.file,

@@ -1,4 +1,4 @@
-"""The service's YAML config (DESIGN §3), validated with pydantic; errors name the key and what is expected."""
+"""The service's YAML config (docs/service.md), validated with pydantic; errors name the key and what is expected."""
 
 from __future__ import annotations
 

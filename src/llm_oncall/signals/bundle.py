@@ -1,6 +1,6 @@
 """Capture bundles: a directory a user can attach to a ticket, and replay it later.
 
-Layout (DESIGN §3):
+Layout (README: Capture bundle):
     bundle.json                 {"interval": S, "targets": {name: url}, "labels": {...}, "kinds": {...}}
     <target>/<t>.prom           raw /metrics pages, t = seconds since the first scrape
     <target>/<t>.err            a failed scrape at t (the error text)
