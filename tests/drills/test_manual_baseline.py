@@ -27,3 +27,18 @@ def test_gpu_ecc_worked_by_hand_recovers_later_through_the_same_actions() -> Non
     # the human acts after acknowledging and triaging: later by about that delay, never sooner
     assert r.manual_seconds_to_recovery >= r.seconds_to_recovery + 0.5 * r.manual_decision_s
     assert r.to_json()["manual_seconds_to_recovery"] == r.manual_seconds_to_recovery
+
+
+def test_the_suite_act_reports_mttr_by_incident() -> None:
+    from llm_oncall.drills import suite_act
+
+    results = suite_act.run(10, 3, workers=2, manual=False)
+    body = suite_act.report(results, 10, 3)
+    assert body["incidents"] == len(results) > 0
+    assert set(body) >= {"accuracy", "recovered", "mttr_median_s", "mttr_p95_s", "manual_mttr_median_s",
+                         "mttr_by_incident"}
+    recovered = [r.seconds_to_recovery for r in results if r.seconds_to_recovery is not None]
+    assert body["recovered"] == len(recovered) > 0
+    assert min(recovered) <= body["mttr_median_s"] <= body["mttr_p95_s"] <= max(recovered)
+    for inc, row in body["mttr_by_incident"].items():
+        assert row["n"] == sum(r.drill.incident == inc for r in results)

@@ -33,6 +33,9 @@ def drill(
     from llm_oncall.drills import runner
     from llm_oncall.drills.scoreboard import scoreboard
 
+    if suite is not None and act:
+        _suite_act(suite, seed, workers, manual, as_json)
+        return
     if suite is not None or soak is not None:
         from llm_oncall.drills import suite as suite_mod
 
@@ -65,6 +68,36 @@ def drill(
         console.print(scoreboard(results, seed))
     if not all(r.correct for r in results):
         raise typer.Exit(1)
+
+
+def _suite_act(n: int, seed: int, workers: int | None, manual: bool, as_json: bool) -> None:
+    from llm_oncall.drills import suite_act
+    from llm_oncall.termtable import Column, FitTable
+
+    if n <= 0:
+        raise fail("--suite needs a positive number of scenarios")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
+        task = progress.add_task("drill suite (--act)", total=None)
+        results = suite_act.run(n, seed, workers, manual, progress=lambda r: progress.advance(task))
+    body = suite_act.report(results, n, seed)
+    if as_json:
+        print_json(body)
+        return
+
+    def s(v: float | None) -> str:
+        return "—" if v is None else f"{v:.0f}s"
+
+    t = FitTable(Column("incident", no_wrap=True), Column("n", justify="right"), Column("recovered", justify="right"),
+                 Column("MTTR median", justify="right"), Column("p95", justify="right", priority=2),
+                 Column("manual median", justify="right", priority=1), Column("manual/auto", justify="right",
+                                                                              priority=3),
+                 title=f"Drill suite --act: {body['recovered']}/{body['incidents']} recovered (seed {seed})")
+    for inc, row in body["mttr_by_incident"].items():
+        med, man = row["median_s"], row["manual_median_s"]
+        t.add_row(inc, str(row["n"]), str(row["recovered"]), s(med), s(row["p95_s"]), s(man),
+                  f"{man / med:.1f}×" if med and man else "")
+    console.print(t)
 
 
 def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_json: bool,

@@ -28,7 +28,7 @@ from llm_oncall.drills.runner import INTERVAL_S, DrillLoop, DrillResult, run_one
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.respond import Case, Responder
-from llm_oncall.sim import Fleet, scenario
+from llm_oncall.sim import FaultSpec, Fleet, FleetConfig, scenario
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
 ACTOR = "drill-autopilot"
@@ -90,11 +90,13 @@ def _summary(a: Action) -> dict[str, Any]:
 
 def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s: float = INTERVAL_S,
             workdir: Path | None = None, record: Path | None = None, mode: Mode = "auto",
-            approver: Callable[[IncidentStore, Responder], None] | None = None, wait_s: float = 0.0) -> ActResult:
+            approver: Callable[[IncidentStore, Responder], None] | None = None, wait_s: float = 0.0,
+            cfg: FleetConfig | None = None, fault: FaultSpec | None = None) -> ActResult:
     """`record`: the SQLite file of the incident record (store, ledger, telemetry), else a temporary one.
     `approver` (approve mode): called after every round, as a human at the console would be; `wait_s`: how much
     longer than usual the drill watches for the fix (a human who decides later)."""
-    cfg, fault = scenario(incident, seed)
+    if cfg is None:
+        cfg, fault = scenario(incident, seed)
     fleet = Fleet(cfg, seed=seed, fault=fault)
     cluster = KubeCluster(fleet)
     server = KubeApiServer(cluster).start()

@@ -1,0 +1,81 @@
+"""`drill --suite N --act`: the generated scenarios (drills/generator.py) worked through the on-call loop, with MTTR
+by incident — and, with `--manual`, the simulated on-call human's beside it (drills/manual.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+from llm_oncall.drills.act import ActResult, run_act
+from llm_oncall.drills.generator import Scenario, generate
+from llm_oncall.drills.manual import Human, ManualApprover
+from llm_oncall.drills.suite import quantile
+
+
+@dataclass(frozen=True)
+class ActJob:
+    scenario: Scenario
+    manual: bool
+
+
+def run_scenario_act(job: ActJob) -> tuple[int, ActResult]:
+    s = job.scenario
+    r = run_act(s.incident, s.seed, cfg=s.cfg, fault=s.fault)
+    if job.manual and s.fault is not None:
+        delay = Human().delay_s(s.incident, s.seed)
+        m = run_act(s.incident, s.seed, cfg=s.cfg, fault=s.fault, mode="approve", approver=ManualApprover(delay),
+                    wait_s=delay)
+        r.manual_seconds_to_recovery = m.seconds_to_recovery
+        r.manual_decision_s = round(delay, 1)
+    return s.index, r
+
+
+def run(n: int, seed: int, workers: int | None = None, manual: bool = False,
+        progress: Callable[[ActResult], None] | None = None) -> list[ActResult]:
+    """The incident scenarios of the first `n` generated (healthy ones have nothing to act on)."""
+    scenarios = [s for s in generate(n, seed) if s.fault is not None]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(scenarios) or 1))
+    out: dict[int, ActResult] = {}
+    if workers == 1:
+        for s in scenarios:
+            i, r = run_scenario_act(ActJob(s, manual))
+            out[i] = r
+            if progress:
+                progress(r)
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for fut in as_completed([pool.submit(run_scenario_act, ActJob(s, manual)) for s in scenarios]):
+                i, r = fut.result()
+                out[i] = r
+                if progress:
+                    progress(r)
+    return [out[s.index] for s in scenarios]
+
+
+def _stats(values: Sequence[float]) -> dict[str, float | None]:
+    return {"median_s": quantile(values, 0.5), "p95_s": quantile(values, 0.95)}
+
+
+def report(results: Sequence[ActResult], n: int, seed: int) -> dict[str, Any]:
+    """MTTR (onset → recovery) of the recovered, by incident; a scenario that did not recover counts in `recovered`
+    only (an MTTR needs a recovery)."""
+    by: dict[str, list[ActResult]] = {}
+    for r in results:
+        by.setdefault(r.drill.incident, []).append(r)
+    ttr = [r.seconds_to_recovery for r in results if r.seconds_to_recovery is not None]
+    manual = [r.manual_seconds_to_recovery for r in results if r.manual_seconds_to_recovery is not None]
+    return {
+        "scenarios": n, "seed": seed, "incidents": len(results),
+        "accuracy": sum(r.correct for r in results) / len(results) if results else None,
+        "recovered": sum(r.recovered for r in results),
+        "mttr_median_s": quantile(ttr, 0.5), "mttr_p95_s": quantile(ttr, 0.95),
+        "manual_mttr_median_s": quantile(manual, 0.5) if manual else None,
+        "mttr_by_incident": {inc: {"n": len(rs), "recovered": sum(r.recovered for r in rs),
+                                   **_stats([r.seconds_to_recovery for r in rs if r.seconds_to_recovery is not None]),
+                                   "manual_median_s": quantile([r.manual_seconds_to_recovery for r in rs
+                                                                if r.manual_seconds_to_recovery is not None], 0.5)}
+                             for inc, rs in sorted(by.items())},
+    }
