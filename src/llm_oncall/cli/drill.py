@@ -22,6 +22,9 @@ def drill(
                                                     "recovery.")] = False,
     postmortem: Annotated[Path | None, typer.Option("--postmortem", help="With --act: write each drilled incident's "
                                                     "record and postmortem under DIR/<incident>/.")] = None,
+    what_if: Annotated[str | None, typer.Option("--what-if", help="Run the incident twice, as is and with this "
+                                                "long-term fix in place (hpa-waiting-3, warm-pool-20, retry-budget, "
+                                                "gateway-ratelimit, length-routing): impact side by side.")] = None,
     manual: Annotated[bool, typer.Option("--manual/--no-manual", help="With --act: also work each incident as a "
                                          "simulated on-call human following the runbook (docs/drills.md), for "
                                          "the MTTR side by side.")] = True,
@@ -33,6 +36,9 @@ def drill(
     from llm_oncall.drills import runner
     from llm_oncall.drills.scoreboard import scoreboard
 
+    if what_if is not None:
+        _what_if(incidents or [], what_if, seed, as_json)
+        return
     if suite is not None and act:
         _suite_act(suite, seed, workers, manual, as_json)
         return
@@ -68,6 +74,29 @@ def drill(
         console.print(scoreboard(results, seed))
     if not all(r.correct for r in results):
         raise typer.Exit(1)
+
+
+def _what_if(incidents: list[str], fix: str, seed: int, as_json: bool) -> None:
+    from llm_oncall.drills import whatif
+    from llm_oncall.termtable import Column, FitTable
+
+    if len(incidents) != 1:
+        raise fail("--what-if takes one incident: drill INCIDENT --what-if FIX")
+    with err_console.status(f"{incidents[0]}: as is, then with {fix}"):
+        try:
+            body = whatif.run(incidents[0], fix, seed)
+        except ValueError as exc:
+            raise fail(str(exc)) from exc
+    if as_json:
+        print_json(body)
+        return
+    t = FitTable(Column("impact", no_wrap=True), Column("without", justify="right"),
+                 Column(f"with {fix}", justify="right"),
+                 title=f"{body['incident']} (seed {seed}), {body['window_s']:.0f} s from onset: {body['doc']}")
+    for key in ("slo_minutes_burned", "requests_failed", "requests_over_slo", "mttr_s", "pages"):
+        a, b = body["without"][key], body["with"][key]
+        t.add_row(key, "—" if a is None else str(a), "—" if b is None else str(b))
+    console.print(t)
 
 
 def _suite_act(n: int, seed: int, workers: int | None, manual: bool, as_json: bool) -> None:

@@ -91,10 +91,12 @@ def _summary(a: Action) -> dict[str, Any]:
 def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s: float = INTERVAL_S,
             workdir: Path | None = None, record: Path | None = None, mode: Mode = "auto",
             approver: Callable[[IncidentStore, Responder], None] | None = None, wait_s: float = 0.0,
-            cfg: FleetConfig | None = None, fault: FaultSpec | None = None) -> ActResult:
+            cfg: FleetConfig | None = None, fault: FaultSpec | None = None,
+            watch_s: float | None = None) -> ActResult:
     """`record`: the SQLite file of the incident record (store, ledger, telemetry), else a temporary one.
     `approver` (approve mode): called after every round, as a human at the console would be; `wait_s`: how much
-    longer than usual the drill watches for the fix (a human who decides later)."""
+    longer than usual the drill watches for the fix (a human who decides later); `watch_s`: run exactly this long
+    after the planned onset, whatever happens (two runs compared side by side see the same window)."""
     if cfg is None:
         cfg, fault = scenario(incident, seed)
     fleet = Fleet(cfg, seed=seed, fault=fault)
@@ -117,7 +119,7 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
         responder = Responder(drill.source, interval_s, store, ledger, actuator, mode, clock=clock,
                               telemetry=telemetry, namespace=cfg.namespace, actor=ACTOR, pilot=drill.pilot)
         telemetry.note("drill", {"incident": incident, "seed": seed})
-        return _loop(fleet, drill, responder, seed, cfg.epoch, approver, wait_s)
+        return _loop(fleet, drill, responder, seed, cfg.epoch, approver, wait_s, watch_s)
     finally:
         gt = fleet.ground_truth
         telemetry.note("ground_truth", {"incident": gt.incident, "onset": None if gt.onset is None
@@ -129,20 +131,21 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
 
 
 def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch: float,
-          approver: Callable[[IncidentStore, Responder], None] | None, wait_s: float = 0.0) -> ActResult:
+          approver: Callable[[IncidentStore, Responder], None] | None, wait_s: float = 0.0,
+          watch_s: float | None = None) -> ActResult:
     """Rounds until the incident that acted has recovered and its actions are verified (or the window ends)."""
     planned = fleet.fault.at if fleet.fault is not None else 300.0
-    end = planned + 300.0 + wait_s + AFTER_ACTION_S
+    end = planned + (watch_s if watch_s is not None else 300.0 + wait_s + AFTER_ACTION_S)
     while fleet.now < end - 1e-9:
         acting = _served(responder)
-        if acting is None and drill.answer is None and fleet.now >= planned + 300.0:
+        if watch_s is None and acting is None and drill.answer is None and fleet.now >= planned + 300.0:
             break  # no named page in the drill's window: nothing to act on
         d = responder.round()
         if d is not None:
             drill.note(d)
         if approver is not None:
             approver(responder.store, responder)
-        if acting is not None and acting.recovered_at is not None and acting.verified:
+        if watch_s is None and acting is not None and acting.recovered_at is not None and acting.verified:
             break
     acting = _served(responder)
     onset = fleet.ground_truth.onset

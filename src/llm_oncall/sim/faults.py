@@ -89,6 +89,7 @@ def prefix_cache_drop(fleet: FleetHooks, at: float, p: Params, rng: random.Rando
 
 def retry_storm(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     timeout = float(p.get("timeout_s", 4.0))
+    retry = str(p.get("client_retry", "immediate"))  # "backoff": an SDK that keeps its retry budget (what-if)
     wl = fleet.workload
 
     def onset(t: float) -> None:
@@ -97,7 +98,7 @@ def retry_storm(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
         # warm-up before onset is a healthy baseline rather than a storm of its own.
         for i, spec in enumerate(wl.specs):
             if spec.kind == "chat":
-                wl.specs[i] = replace(spec, retry="immediate", timeout_s=timeout)
+                wl.specs[i] = replace(spec, retry=retry, timeout_s=timeout)
         pod = _pick_pod(fleet, p, rng)
         lifecycle.crash(fleet, pod, t, "OOMKilled", oom=True)
         _truth(fleet, "retry-storm", at, [pod])
