@@ -147,7 +147,9 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
     actions = tuple({"action": a.action, "params": dict(a.params), "target": scope,
                      "text": render(a.text.get(lang), feats), **({"instead_of": a.instead_of} if a.instead_of else {})}
                     for a in chosen.emergency)
-    long_term = tuple({"tag": item.tag, "text": render(item.text.get(lang), feats)} for item in chosen.long_term)
+    long_term = tuple({"tag": item.tag, "text": render(item.text.get(lang), feats),
+                       **({"what_if": f"llm-oncall drill {chosen.id} --what-if {item.what_if}"} if item.what_if
+                          else {})} for item in chosen.long_term)
     key = "; ".join(e.text for e in evidence[:3])
     where = f" on {', '.join(pods[:4])}{'…' if len(pods) > 4 else ''}" if pods else ""
     missing = [c for c, _ in top.failing]

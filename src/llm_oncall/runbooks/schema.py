@@ -127,6 +127,8 @@ class Charts(_Model):
 class LongTerm(_Model):
     tag: Literal["monitoring", "automation", "drill", "capacity", "process", "config"]
     text: Text
+    what_if: str | None = Field(default=None, description="the drill that measures this fix: `llm-oncall drill "
+                                                           "<incident> --what-if <name>`")
 
 
 class LookAlike(_Model):

@@ -1,0 +1,29 @@
+"""`drill INCIDENT --what-if FIX`: the runbooks' long-term fixes name a modelled what-if, and a run shows both sides."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_oncall.drills import whatif
+from llm_oncall.runbooks.loader import builtin
+
+
+def test_every_runbook_what_if_is_modelled_for_its_incident() -> None:
+    named = [(rb.id, item.what_if) for rb in builtin() for item in rb.long_term if item.what_if]
+    assert named, "no runbook links a long-term fix to its what-if drill"
+    for incident, fix in named:
+        assert fix in whatif.FIXES and whatif.FIXES[fix].incident == incident, (incident, fix)
+
+
+def test_an_unknown_what_if_is_refused_with_the_modelled_ones() -> None:
+    with pytest.raises(ValueError, match="retry-budget"):
+        whatif.run("engine-hang", "retry-budget", 7)
+
+
+def test_the_retry_budget_what_if_measures_both_sides() -> None:
+    body = whatif.run("retry-storm", "retry-budget", 7)
+    for side in ("without", "with"):
+        assert set(body[side]) == {"slo_minutes_burned", "requests_failed", "requests_over_slo", "mttr_s", "pages"}
+    # an SDK that keeps its budget does not turn one OOM kill into a fleet-wide storm
+    assert body["with"]["requests_failed"] < body["without"]["requests_failed"], body
+    assert body["with"]["slo_minutes_burned"] <= body["without"]["slo_minutes_burned"], body
