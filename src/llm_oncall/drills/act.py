@@ -50,6 +50,10 @@ class ActResult:
     incident_id: str | None = None
     """The incident in the record (`record=`), when the drill paged."""
     postmortem: dict[str, Any] | None = None
+    seconds_to_slo: float | None = None
+    """When every user-facing symptom (TTFT, ITL, errors, throughput, availability) was back within its baseline or
+    SLO for RECOVERED_SCRAPES rounds after acting, from onset; None: not within the drill. The incident's own
+    recovery signal may come much earlier (a queue drained while TTFT stays high)."""
     seconds_to_resolution: float | None = None
     """When the incident was resolved (no page for a few rounds), from onset; recovery may come first."""
     manual_seconds_to_recovery: float | None = None
@@ -68,6 +72,7 @@ class ActResult:
                     "manual_seconds_to_recovery": self.manual_seconds_to_recovery,
                     "manual_decision_s": self.manual_decision_s,
                     "seconds_to_resolution": self.seconds_to_resolution,
+                    "seconds_to_slo": self.seconds_to_slo,
                     "acted_at": self.acted_at,
                     "seconds_to_first_action": (round(self.acted_at - self.drill.onset, 1)
                                                 if self.acted_at is not None and self.drill.onset is not None
@@ -136,6 +141,8 @@ def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch
     """Rounds until the incident that acted has recovered and its actions are verified (or the window ends)."""
     planned = fleet.fault.at if fleet.fault is not None else 300.0
     end = planned + (watch_s if watch_s is not None else 300.0 + wait_s + AFTER_ACTION_S)
+    green_since: float | None = None
+    slo_back: float | None = None
     while fleet.now < end - 1e-9:
         acting = _served(responder)
         if watch_s is None and acting is None and drill.answer is None and fleet.now >= planned + 300.0:
@@ -143,6 +150,12 @@ def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch
         d = responder.round()
         if d is not None:
             drill.note(d)
+        if acting is not None and acting.acted_at is not None and slo_back is None and responder.pilot.features:
+            # The user-facing symptoms (not only the incident's own signal) back for RECOVERED_SCRAPES rounds.
+            red = responder.pilot.features[-1].get("symptom") is not False
+            green_since = None if red else (green_since if green_since is not None else fleet.now)
+            if green_since is not None and fleet.now - green_since >= (RECOVERED_SCRAPES - 1) * drill.interval_s:
+                slo_back = green_since
         if approver is not None:
             approver(responder.store, responder)
         if watch_s is None and acting is not None and acting.recovered_at is not None and acting.verified:
@@ -164,7 +177,8 @@ def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch
                      plan=plan.to_json() if plan else {}, audit=responder.ledger.audit_trail(),
                      incident_id=acting.id if acting is not None else None,
                      seconds_to_resolution=(round(resolved_at - onset, 1)
-                                            if resolved_at is not None and onset is not None else None))
+                                            if resolved_at is not None and onset is not None else None),
+                     seconds_to_slo=round(slo_back - onset, 1) if slo_back is not None and onset is not None else None)
 
 
 def _served(responder: Responder) -> Case | None:

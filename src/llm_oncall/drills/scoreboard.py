@@ -38,7 +38,8 @@ def scoreboard(results: Sequence[DrillResult], seed: int | None = None) -> FitTa
 
 
 def act_scoreboard(results: Sequence[Any]) -> FitTable:
-    """`drill --act`: each result's drill (injected, diagnosed), its recovery beside the manual baseline's (a
+    """`drill --act`: each result's drill (injected, diagnosed), its recovery (the incident's signal, then every
+    user-facing symptom: "SLO back") beside the manual baseline's (a
     simulated on-call human on the same seed) and their ratio, its actions (kind, target, status, verdict) and
     postmortem."""
     ok = sum(bool(r.drill.correct and r.recovered) for r in results)
@@ -47,6 +48,7 @@ def act_scoreboard(results: Sequence[Any]) -> FitTable:
         Column("diagnosed as", no_wrap=True),
         Column("", justify="center", no_wrap=True),
         Column("recovered", justify="right", no_wrap=True),
+        Column("SLO back", justify="right", no_wrap=True, priority=2),
         Column("manual", justify="right", no_wrap=True, priority=3),
         Column("manual/auto", justify="right", no_wrap=True, priority=3),
         Column("actions", min_width=44, priority=1),
@@ -60,7 +62,9 @@ def act_scoreboard(results: Sequence[Any]) -> FitTable:
         manual = getattr(r, "manual_seconds_to_recovery", None)
         ran = getattr(r, "manual_decision_s", None) is not None
         ratio = f"{manual / r.seconds_to_recovery:.1f}×" if manual and r.seconds_to_recovery else ""
+        slo = getattr(r, "seconds_to_slo", None)
         t.add_row(r.drill.incident, r.drill.diagnosed, _mark(bool(r.drill.correct)), rec,
+                  f"{slo:.0f}s" if slo is not None else "no" if r.recovered else "",
                   f"{manual:.0f}s" if manual is not None else "no" if ran else "", ratio,
                   "\n".join(acts) or "none", str(pm))
     return t
