@@ -224,7 +224,8 @@ class Api:
             body = await read_body(request, s.cfg.max_body_bytes)
             self.leader_only()
             by, reason = self.decision_body(request.headers.get("x-approver", ""), body)
-            return self._json(202, await run_in_threadpool(self.decide, m.group(1), m.group(2), token, by, reason))
+            return self._json(202, await run_in_threadpool(self.decide, m.group(1), m.group(2),
+                                                            roles_of(s.cfg, token), token_id(token), by, reason))
         if path.startswith(("/api/", "/healthz", "/readyz", "/metrics")):
             raise HttpError(405 if method == "POST" and not path.startswith("/api/v1/actions/") else 404,
                             f"no route {method} {path}")
@@ -280,8 +281,10 @@ class Api:
             raise HttpError(400, "by: 1–64 characters of letters, digits, @ . _ - and spaces")
         return by, reason
 
-    def decide(self, action_id: str, verb: str, token: str, by: str, reason: str | None) -> dict[str, Any]:
-        """Record a human's decision on one action (the API's and the console's approvals both come here)."""
+    def decide(self, action_id: str, verb: str, roles: set[str] | frozenset[str], ident: str, by: str,
+               reason: str | None) -> dict[str, Any]:
+        """Record a human's decision on one action (the API's and the console's approvals both come here): `roles`
+        the decider holds, `ident` the token's short hash recorded beside the human's name."""
         s = self.service
         if s.cfg.mode != "approve":
             raise HttpError(409, f"mode is {s.cfg.mode}: approvals are taken in approve mode only")
@@ -299,14 +302,14 @@ class Api:
         override: str | None = None
         if verb == "approve" and not guard.get("approvable", False):
             why = guard.get("why", "the guard blocks it")
-            if "override" not in roles_of(s.cfg, token):
+            if "override" not in roles:
                 raise HttpError(409, f"action {action_id} is blocked: {why}. Approving it needs the override "
                                      "role and a reason")
             if reason is None:
                 raise HttpError(409, f"action {action_id} is blocked: {why}. An override needs a reason "
                                      "({\"reason\": \"…\"})")
             override = reason
-        actor = f"{by} ({token_id(token)})" if by else token_id(token)
+        actor = f"{by} ({ident})" if by else ident
         decision = "approved" if verb == "approve" else "rejected"
         try:
             fresh = s.store.decide(iid, plan_id, action_id, decision, actor, override=override)
