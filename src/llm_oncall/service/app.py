@@ -23,7 +23,6 @@ from llm_oncall.service.server import HttpServer
 from llm_oncall.service.telemetry import Log, Metrics
 from llm_oncall.service.watch import Watcher
 
-
 Extend = Callable[["Service"], Sequence[BaseRoute]]
 """What the layer above (the web console) adds to the one ASGI app: routes, given the service."""
 
