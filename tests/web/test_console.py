@@ -128,6 +128,20 @@ def test_approve_from_the_console_roles_csrf_and_409(start_console: Any) -> None
     wait_for(executed, 60, "the approved action to execute")
     live = c.get(f"/incidents/{iid}/live").text
     assert re.search(r'class="ev-status">executed<', live)
+    # the postmortem: written by a POST once the incident is mitigated or resolved, then linked
+    assert c.get(f"/incidents/{iid}/postmortem").status_code == 404
+    assert c.post(f"/incidents/{iid}/postmortem", data={"csrf": csrf_of(page)}).status_code == 409  # mitigating
+    assert svc.store.set_status(iid, "resolved", "test", "recovered")  # terminal: the loop cannot reopen it
+    page = c.get(f"/incidents/{iid}").text
+    assert "Write the postmortem" in page and "postmortem-link" not in page
+    assert c.post(f"/incidents/{iid}/postmortem", data={}).status_code == 403
+    assert reader.post(f"/incidents/{iid}/postmortem", data={"csrf": csrf_of(reader.get("/incidents").text)}
+                       ).status_code == 403
+    assert c.post(f"/incidents/{iid}/postmortem", data={"csrf": csrf_of(page)}).status_code == 303
+    assert 'id="postmortem-link"' in c.get(f"/incidents/{iid}").text
+    pm = c.get(f"/incidents/{iid}/postmortem")
+    assert pm.status_code == 200 and iid in pm.text and "<script" not in pm.text
+    assert pm.headers["content-security-policy"].startswith("default-src 'none'")
 
 
 def test_override_needs_the_role_and_a_reason(start_console: Any) -> None:

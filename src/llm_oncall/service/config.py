@@ -241,10 +241,11 @@ class LeaderElectionConfig(_Strict):
 class ConsoleConfig(_Strict):
     """The web console's session: a token login gives a signed, HttpOnly, SameSite=Strict cookie."""
 
-    session_secret: str | None = Field(default=None, min_length=32, description="signs session cookies (≥ 32 characters; "
-                                       "inline, {file: PATH} or {env: NAME}); default: random per process, so a "
-                                       "restart logs everyone out")
-    session_ttl: float = Field(default=12 * 3600.0, gt=0, description="a session lasts this long (seconds or a duration)")
+    session_secret: str | None = Field(
+        default=None, min_length=32, description="signs session cookies (≥ 32 characters; inline, {file: PATH} or "
+        "{env: NAME}); default: random per process, so a restart logs everyone out")
+    session_ttl: float = Field(default=12 * 3600.0, gt=0,
+                               description="a session lasts this long (seconds or a duration)")
     secure_cookie: Literal["auto", "always", "never"] = Field(
         default="auto", description="auto: Secure when the request came over https (or X-Forwarded-Proto: https)")
 

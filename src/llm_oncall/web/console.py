@@ -8,6 +8,7 @@ login token holds: approving needs `approve`, approving a guard-blocked action n
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from pathlib import Path
@@ -22,6 +23,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from llm_oncall.incident_ids import FAULTS
+from llm_oncall.postmortem.record import RecordError
+from llm_oncall.postmortem.write import write_postmortem
 from llm_oncall.runbooks.loader import load_registry
 from llm_oncall.service.api import APPROVER, HttpError, roles_of, token_id
 from llm_oncall.service.app import Service
@@ -38,6 +41,8 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 MAX_FORM_BYTES = 16 * 1024
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+POSTMORTEM_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
 
 
 def age(seconds: float | None) -> str:
@@ -200,13 +205,21 @@ class Console:
         decisions = self.s.store.decisions(inc["plan_id"]) if inc.get("plan_id") else {}
         inc["decisions"] = decisions
         inc["age"] = age(self.s.feed.clock() - inc["opened_at_s"]) if inc.get("opened_at_s") else "–"
+        inc["postmortem"] = (self.pm_dir(iid) / "postmortem.html").is_file()
         return inc
+
+    def pm_dir(self, iid: str) -> Path:
+        """Where the console writes an incident's postmortem: beside the store, `postmortems/<id>/`."""
+        assert SAFE_ID.match(iid)
+        return Path(self.s.cfg.db).parent / "postmortems" / iid
 
     async def incident(self, request: Request) -> Response:
         sess = self.session(request)
         if sess is None:
             return self.to_login(request)
         iid = request.path_params["iid"]
+        if not SAFE_ID.match(iid):
+            return self.error(request, sess, 404, "No such incident.")
         inc = await run_in_threadpool(self._incident, iid)
         if inc is None:
             return self.error(request, sess, 404, f"No incident {iid}.")
@@ -248,6 +261,40 @@ class Console:
                "override": "Approved over the guard (audited): it runs on the next round.",
                "reject": "Rejected."}[verb]
         return RedirectResponse(f"{back}?msg={quote(msg)}#plan", status_code=303)
+
+    # ---- postmortem -------------------------------------------------------------------------------
+    async def postmortem(self, request: Request) -> Response:
+        sess = self.session(request)
+        if sess is None:
+            return self.to_login(request)
+        iid = request.path_params["iid"]
+        path = self.pm_dir(iid) / "postmortem.html" if SAFE_ID.match(iid) else None
+        if path is None or not path.is_file():
+            return self.error(request, sess, 404, "No postmortem written for this incident yet.")
+        resp = Response(path.read_bytes(), media_type="text/html; charset=utf-8")
+        resp.headers.update({**SECURITY_HEADERS, "Content-Security-Policy": POSTMORTEM_CSP})
+        return resp
+
+    async def write_pm(self, request: Request) -> Response:
+        got = await self.post_session(request)
+        if isinstance(got, Response):
+            return got
+        sess, _ = got
+        iid = request.path_params["iid"]
+        if not sess.may("approve", "override"):
+            return self.error(request, sess, 403, "Writing the postmortem needs the approve role.")
+        inc = await run_in_threadpool(self.s.store.get, iid, False) if SAFE_ID.match(iid) else None
+        if inc is None:
+            return self.error(request, sess, 404, "No such incident.")
+        if inc["status"] not in ("mitigated", "resolved"):
+            return self.error(request, sess, 409, f"The incident is {inc['status']}: the postmortem is written once "
+                                                  "it is mitigated or resolved.")
+        try:
+            await run_in_threadpool(write_postmortem, Path(self.s.cfg.db), iid, self.pm_dir(iid))
+        except (RecordError, OSError, ValueError) as exc:
+            return self.error(request, sess, 500, f"The postmortem could not be written: {exc}")
+        self.s.log.info("postmortem written", incident_id=iid, by=sess.by or sess.who)
+        return RedirectResponse(f"/incidents/{iid}?msg={quote('Postmortem written.')}", status_code=303)
 
     # ---- runbooks ---------------------------------------------------------------------------------
     async def runbooks(self, request: Request) -> Response:
@@ -310,6 +357,8 @@ def routes(service: Service) -> list[BaseRoute]:
         Route("/incidents/rows", c.incidents, methods=["GET"]),
         Route("/incidents/{iid:str}", c.incident, methods=["GET"]),
         Route("/incidents/{iid:str}/live", c.incident, methods=["GET"]),
+        Route("/incidents/{iid:str}/postmortem", c.postmortem, methods=["GET"]),
+        Route("/incidents/{iid:str}/postmortem", c.write_pm, methods=["POST"]),
         Route("/actions/{aid:str}/{verb:str}", c.decide, methods=["POST"]),
         Route("/runbooks", c.runbooks, methods=["GET"]),
         Route("/runbooks/{rid:str}", c.runbook, methods=["GET"]),
