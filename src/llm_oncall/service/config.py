@@ -277,8 +277,8 @@ class ServiceConfig(_Strict):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     in_cluster: bool = Field(False, description="talk to the cluster as the pod's service account (no kubeconfig)")
     leader_election: LeaderElectionConfig = Field(default_factory=lambda: LeaderElectionConfig())
-    read_timeout: float = Field(10.0, description="a request (headers and body) must arrive within this; a slower "
-                                "client is cut off (seconds or a duration)")
+    read_timeout: float = Field(10.0, ge=0.5, le=60, description="a request (headers and body) must arrive within "
+                                "this; a slower client is cut off (seconds or a duration)")
     console: ConsoleConfig = Field(default_factory=lambda: ConsoleConfig())
 
     @field_validator("interval", "kube_timeout", "read_timeout", mode="before")

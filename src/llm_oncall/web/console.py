@@ -41,6 +41,8 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 MAX_FORM_BYTES = 16 * 1024
+MAX_ROWS = 200
+"""The incidents page lists the newest 200 (the API has them all)."""
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 POSTMORTEM_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
 
@@ -164,7 +166,8 @@ class Console:
         self.s.log.info("console login", by=by or None, token=token_id(token), roles=sorted(roles))
         resp = RedirectResponse(nxt, status_code=303)
         self.sessions.set_cookie(resp, request, COOKIE, cookie, max_age=int(self.s.cfg.console.session_ttl))
-        resp.delete_cookie(LOGIN_CSRF, path="/")
+        resp.delete_cookie(LOGIN_CSRF, path="/", httponly=True, samesite="strict",
+                           secure=self.sessions.secure(request))
         return resp
 
     async def logout(self, request: Request) -> Response:
@@ -179,7 +182,7 @@ class Console:
     def _rows(self) -> list[dict[str, Any]]:
         now = self.s.feed.clock()
         rows = []
-        for inc in self.s.store.incidents():
+        for inc in self.s.store.incidents()[:MAX_ROWS]:
             full = self.s.store.get(inc["id"], timeline=False) or inc
             diag = full.get("diagnosis") or {}
             rows.append({**inc, "severity": diag.get("severity", "–"), "scope": _scope(diag),
