@@ -19,7 +19,8 @@ if [ ! -x /usr/bin/chromium ] || ! command -v chromedriver >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+    # a CJK font, so that screenshots of the Chinese runbook pages show the text
+    apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-wqy-microhei >/dev/null
   else
     echo "note: chromium/chromium-driver missing; run as root or: sudo apt-get install chromium chromium-driver" >&2
   fi

@@ -170,8 +170,12 @@ def test_login_open_approve_and_see_it_executed(start_console: Any, browser_fact
         items = d.find_elements(By.CSS_SELECTOR, "#timeline li.ev-action")
         return any("scale_out" in li.text and "executed" in li.text for li in items)
 
-    # the page is not reloaded: htmx polling brings the outcome in
     wait_for(executed_on_page, 60, "the executed scale-out on the timeline")
+    # the timeline is live: a new event shows up without a reload (htmx polling)
+    d.execute_script("window.__same_page = true")  # gone if the page were reloaded
+    svc.store.event(inc["id"], "notification", "test", {"kind": "test", "target": "browser-test-marker"})
+    wait_for(lambda: "browser-test-marker" in d.find_element(By.ID, "live").text, 15, "the new event on the page")
+    assert d.execute_script("return window.__same_page === true")
     assert d.find_element(By.CSS_SELECTOR, f'#action-{scale["id"]} .astatus').text == "executed"
     after = kube_get(svc, hpa_path)["spec"]["minReplicas"]
     assert after == scale["dry_run"]["detail"]["minReplicas"] and after > before
@@ -183,3 +187,35 @@ def test_login_open_approve_and_see_it_executed(start_console: Any, browser_fact
     assert timeline is not None
     approvals = [e for e in timeline["timeline"] if e["kind"] == "approval"]
     assert approvals and approvals[0]["actor"].startswith("alice (token:")
+
+
+def test_runbook_in_chinese_and_a_drill_filling_its_scoreboard(start_console: Any, browser_factory: Any,
+                                                               tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    shots = shots_dir(tmp_path)
+    svc = start_console()
+    d = browser_factory(1280)
+    d.get(f"{svc.url}/login")
+    d.find_element(By.ID, "token").send_keys(APPROVE, Keys.ENTER)
+    wait_for(lambda: d.current_url.endswith("/incidents"), 10, "the incidents page")
+    d.get(f"{svc.url}/runbooks/kv-capacity?lang=zh")
+    assert d.find_element(By.TAG_NAME, "main").get_attribute("innerHTML").count('lang="zh"') >= 1
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in d.find_element(By.TAG_NAME, "main").text)
+    assert not unlabelled(d)
+    full_shot(d, shots / "runbook-zh-1280.png", 1280)
+    d.get(f"{svc.url}/drills")
+    assert not unlabelled(d)
+    for inc in ("kv-capacity", "engine-hang", "gpu-ecc"):
+        d.find_element(By.CSS_SELECTOR, f'input[name="i_{inc}"]').click()
+    d.find_element(By.CSS_SELECTOR, ".drill-form button[type=submit]").click()
+    wait_for(lambda: "Scoreboard" in d.page_source, 10, "the scoreboard")
+    d.execute_script("window.__same_page = true")  # gone if the page were reloaded
+    # htmx polling fills it in without a reload
+    wait_for(lambda: "(done)" in (d.execute_script("const e = document.getElementById('drill-total'); "
+                                                   "return e ? e.textContent : ''") or ""), 120, "the drill to finish")
+    assert d.execute_script("return window.__same_page === true")
+    rows = d.find_elements(By.CSS_SELECTOR, "table.board tbody tr")
+    assert [r.find_elements(By.TAG_NAME, "td")[0].text for r in rows] == ["kv-capacity", "engine-hang", "gpu-ecc"]
+    full_shot(d, shots / "drill-1280.png", 1280)
