@@ -96,6 +96,14 @@ def test_slow_headers_are_cut_off_by_the_read_timeout(start_console: Any) -> Non
     assert len(lines) == 1
 
 
+def test_idle_connection_is_closed_without_an_answer(start_console: Any) -> None:
+    svc = start_console(read_timeout="1s")
+    s = raw(svc)
+    t0 = time.monotonic()
+    assert read_all(s) == b""  # closed, nothing written (a browser's spare connection gets no 408)
+    assert time.monotonic() - t0 < 8
+
+
 def test_slow_body_is_cut_off(start_console: Any) -> None:
     svc = start_console(read_timeout="1.5s")
     s = raw(svc)

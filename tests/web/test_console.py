@@ -68,6 +68,11 @@ def test_login_refuses_unknown_webhook_only_and_missing_csrf(start_console: Any)
     assert c.post("/login", data={"csrf": csrf, "token": "not-a-known-token-000"}).status_code == 401
     assert c.post("/login", data={"csrf": csrf, "token": WEBHOOK}).status_code == 403
     assert httpx.post(f"{svc.url}/login", data={"token": APPROVE}).status_code == 403  # no login CSRF token
+    # no open redirect after the login
+    for evil in ("//evil.example", "/\\evil.example", "https://evil.example"):
+        c2 = httpx.Client(base_url=svc.url)
+        r = c2.post("/login", data={"csrf": csrf_of(c2.get("/login").text), "token": API, "next": evil})
+        assert r.status_code == 303 and r.headers["location"] == "/incidents", evil
     assert "oncall_session" not in c.cookies
 
 

@@ -3,8 +3,8 @@ the port is known — and taken — before the loop starts).
 
 What a hostile or broken client gets:
 - a request (headers and body) that has not fully arrived `read_timeout` seconds after the connection opened, or
-  after the previous answer on a kept-alive connection, is cut off (408 when nothing was answered yet): a
-  slow-loris client cannot hold a connection;
+  after the previous answer on a kept-alive connection, is cut off (408 when part of it came): a slow-loris client
+  cannot hold a connection; a connection that sent nothing is closed silently;
 - an idle kept-alive connection is closed after `KEEP_ALIVE_S`;
 - a client that hangs up before its answer is one log line; uvicorn's own log lines go to the JSON log as one line
   each, never a traceback.
@@ -44,6 +44,8 @@ class _Protocol(H11Protocol):
         self.read_timeout_s = config.read_timeout_s
         self.read_timer: asyncio.TimerHandle | None = None
         self.timed_out = False
+        self.partial = False
+        """Bytes of a request arrived since the last answer (an idle connection is closed without a 408)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -54,7 +56,12 @@ class _Protocol(H11Protocol):
             self.read_timer.cancel()
         self.read_timer = self.loop.call_later(self.read_timeout_s, self._read_deadline)
 
+    def data_received(self, data: bytes) -> None:
+        self.partial = True
+        super().data_received(data)
+
     def on_response_complete(self) -> None:
+        self.partial = False
         super().on_response_complete()
         if not self.transport.is_closing():
             self._arm()  # the next request on this connection gets its own deadline
@@ -66,6 +73,9 @@ class _Protocol(H11Protocol):
         cycle = self.cycle
         if cycle is not None and not cycle.response_complete and self.conn.their_state is h11.DONE:
             return  # the whole request arrived; the app is answering (its answer re-arms the deadline)
+        if not self.partial:
+            self.transport.close()  # idle (a browser's spare connection): nothing to answer
+            return
         self.timed_out = True
         if cycle is None or cycle.response_complete or not cycle.response_started:
             if cycle is not None:

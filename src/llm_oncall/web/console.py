@@ -44,6 +44,13 @@ MAX_FORM_BYTES = 16 * 1024
 MAX_ROWS = 200
 """The incidents page lists the newest 200 (the API has them all)."""
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+LOCAL_PATH = re.compile(r"^/(?![/\\])[A-Za-z0-9/_.~%?=&-]{0,500}$")
+"""Where a login may go next: a path on this site (not //host, not /\\host, no scheme)."""
+
+
+def local_next(nxt: str) -> str:
+    return nxt if LOCAL_PATH.match(nxt) else "/incidents"
+
 POSTMORTEM_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'"
 
 
@@ -134,8 +141,7 @@ class Console:
     async def login_form(self, request: Request) -> Response:
         nxt = request.query_params.get("next", "/incidents")
         csrf = request.cookies.get(LOGIN_CSRF) or secrets.token_urlsafe(24)
-        resp = self.page(request, "login.html", None, next=nxt if nxt.startswith("/") and not
-                         nxt.startswith("//") else "/incidents", csrf=csrf, error=None)
+        resp = self.page(request, "login.html", None, next=local_next(nxt), csrf=csrf, error=None)
         self.sessions.set_cookie(resp, request, LOGIN_CSRF, csrf, max_age=3600)
         return resp
 
@@ -144,9 +150,7 @@ class Console:
             form = await self.form(request)
         except HttpError as exc:
             return self.error(request, None, exc.code, exc.message)
-        nxt = form.get("next", "/incidents")
-        if not nxt.startswith("/") or nxt.startswith("//"):
-            nxt = "/incidents"
+        nxt = local_next(form.get("next", "/incidents"))
         cookie_csrf = request.cookies.get(LOGIN_CSRF, "")
         if not csrf_ok(cookie_csrf, form.get("csrf")):
             return self.error(request, None, 403, "The login form expired: reload it.")
