@@ -14,4 +14,15 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v prometheus-alertmanag
     echo "note: prometheus/prometheus-alertmanager missing; run as root or: sudo apt-get install prometheus prometheus-alertmanager" >&2
   fi
 fi
+# The console's browser tests drive the system Chromium (tests/web/test_browser.py; in CI they fail without it).
+if [ ! -x /usr/bin/chromium ] || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # a CJK font, so that screenshots of the Chinese runbook pages show the text
+    apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-wqy-microhei >/dev/null
+  else
+    echo "note: chromium/chromium-driver missing; run as root or: sudo apt-get install chromium chromium-driver" >&2
+  fi
+fi
 python -m pip install -q -e '.[test]'

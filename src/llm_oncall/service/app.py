@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from starlette.routing import BaseRoute
 
 from llm_oncall.actions.guard import Policy
 from llm_oncall.actions.kube import Kube
@@ -17,12 +20,16 @@ from llm_oncall.service import api, sources
 from llm_oncall.service.config import ServiceConfig
 from llm_oncall.service.leader import LeaderElector, LeaseFence, default_identity
 from llm_oncall.service.notify import Notifier
+from llm_oncall.service.server import HttpServer
 from llm_oncall.service.telemetry import Log, Metrics
 from llm_oncall.service.watch import Watcher
 
+Extend = Callable[["Service"], Sequence[BaseRoute]]
+"""What the layer above (the web console) adds to the one ASGI app: routes, given the service."""
+
 
 class Service:
-    def __init__(self, cfg: ServiceConfig, log: Log | None = None) -> None:
+    def __init__(self, cfg: ServiceConfig, log: Log | None = None, extend: Extend | None = None) -> None:
         self.cfg = cfg
         self.log = log or Log(cfg.log_level)
         self.metrics = Metrics()
@@ -59,8 +66,8 @@ class Service:
             self.watcher.set_leader(self.elector.is_leader)
         self.metrics.leader.set(0 if self.elector is not None else 1)
         host, port = cfg.host_port
-        self.httpd = api.make_server(self, host, port)
-        self.http_thread: threading.Thread | None = None
+        self.app, self.api = api.build_app(self, extend(self) if extend is not None else ())
+        self.http = HttpServer(self.app, host, port, self.log, cfg.read_timeout)
         self.started = time.time()
         self.stopped = threading.Event()
         self.notifier = Notifier(cfg.notify, self.store, self.log, self.url,
@@ -69,8 +76,8 @@ class Service:
 
     @property
     def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        host, port = self.http.address
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def _leader_changed(self, leading: bool) -> None:
         self.metrics.leader.set(1 if leading else 0)
@@ -92,9 +99,7 @@ class Service:
         done = self.watcher.reconcile()
         if done:
             self.log.info("reconciled intents from before the restart", intents=done)
-        self.http_thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                            name="http", daemon=True)
-        self.http_thread.start()
+        self.http.start()
         self.notifier.start()
         self.watcher.start()
         self.log.info("serving", url=self.url, source=self.cfg.source.kind, mode=self.cfg.mode,
@@ -106,13 +111,12 @@ class Service:
             return
         self.stopped.set()
         self.log.info("stopping")
-        self.httpd.shutdown()
+        self.http.stop()
         self.watcher.stop()
         self.watcher.close()
         if self.elector is not None:
             self.elector.stop(release=True)  # nothing runs any more: the next replica may take over now
         self.notifier.stop()
-        self.httpd.server_close()
         self.feed.close()
         self.store.close()
         self.ledger.close()

@@ -252,6 +252,28 @@ class SloConfig(_Strict):
         return None if v is None else _duration(v, "slo")
 
 
+class ConsoleConfig(_Strict):
+    """The web console's session: a token login gives a signed, HttpOnly, SameSite=Strict cookie."""
+
+    session_secret: str | None = Field(
+        default=None, min_length=32, description="signs session cookies (≥ 32 characters; inline, {file: PATH} or "
+        "{env: NAME}); default: random per process, so a restart logs everyone out")
+    session_ttl: float = Field(default=12 * 3600.0, gt=0,
+                               description="a session lasts this long (seconds or a duration)")
+    secure_cookie: Literal["auto", "always", "never"] = Field(
+        default="auto", description="auto: Secure when the request came over https (or X-Forwarded-Proto: https)")
+
+    @field_validator("session_secret", mode="before")
+    @classmethod
+    def _secret(cls, v: Any) -> Any:
+        return None if v is None else secrets.resolve(v, "")
+
+    @field_validator("session_ttl", mode="before")
+    @classmethod
+    def _ttl(cls, v: Any) -> float:
+        return _duration(v, "duration")
+
+
 class ServiceConfig(_Strict):
     listen: str = "127.0.0.1:8080"
     db: Path = Path("incidents.db")
@@ -270,8 +292,11 @@ class ServiceConfig(_Strict):
     in_cluster: bool = Field(False, description="talk to the cluster as the pod's service account (no kubeconfig)")
     leader_election: LeaderElectionConfig = Field(default_factory=lambda: LeaderElectionConfig())
     slo: SloConfig = Field(default_factory=lambda: SloConfig(error_share=None))
+    read_timeout: float = Field(10.0, ge=0.5, le=60, description="a request (headers and body) must arrive within "
+                                "this; a slower client is cut off (seconds or a duration)")
+    console: ConsoleConfig = Field(default_factory=lambda: ConsoleConfig())
 
-    @field_validator("interval", "kube_timeout", mode="before")
+    @field_validator("interval", "kube_timeout", "read_timeout", mode="before")
     @classmethod
     def _dur(cls, v: Any) -> float:
         return _duration(v, "duration")

@@ -1,0 +1,64 @@
+"""A running service with the console mounted: real HTTP on 127.0.0.1, the real SQLite file, the simulator."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from tests.testkit import free_port
+
+from llm_oncall.service.app import Service
+from llm_oncall.service.config import load
+from llm_oncall.service.telemetry import Log
+from llm_oncall.web.console import routes
+
+WEBHOOK = "webhook-token-0123456789"
+API = "api-token-0123456789abcd"
+APPROVE = "approve-token-0123456789"
+OVERRIDE = "override-token-0123456789"
+KV = {"sim": {"pods": 3, "seed": 3, "fault": "kv-capacity", "at": 120}}
+
+
+def write_config(tmp: Path, **over: Any) -> Path:
+    cfg: dict[str, Any] = {
+        "listen": f"127.0.0.1:{free_port()}", "db": str(tmp / "incidents.db"),
+        "source": {"sim": {"pods": 3, "seed": 3}}, "interval": "0.1s", "mode": "approve", "log_level": "warning",
+        "auth": {"webhook": [WEBHOOK], "api": [API], "approve": [APPROVE], "override": [OVERRIDE]}}
+    cfg.update(over)
+    path = tmp / "serve.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.fixture
+def start_console(tmp_path: Path) -> Iterator[Callable[..., Service]]:
+    started: list[Service] = []
+
+    def start(log: Log | None = None, **over: Any) -> Service:
+        svc = Service(load(write_config(tmp_path, **over)), log=log or Log("warning"), extend=routes).start()
+        started.append(svc)
+        return svc
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def csrf_of(html: str) -> str:
+    m = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert m, "no CSRF field in the page"
+    return m.group(1)
+
+
+def login(svc: Service, token: str, by: str = "alice") -> httpx.Client:
+    c = httpx.Client(base_url=svc.url, timeout=10)
+    r = c.get("/login")
+    assert r.status_code == 200
+    r = c.post("/login", data={"csrf": csrf_of(r.text), "token": token, "by": by, "next": "/incidents"})
+    assert r.status_code == 303, r.text
+    return c
