@@ -214,20 +214,25 @@ class Responder:
 
     # ---- incidents ----------------------------------------------------------------------------------
     def open_cases(self) -> dict[str, Case]:
-        """The incidents not yet resolved, loaded from the store once (a restarted service serves them on)."""
+        """The incidents not yet resolved, as the store has them: the ones this loop opened, those an alert opened
+        (Alertmanager's webhook) and, after a restart, those it served before."""
         if self.cases is None:
             self.cases = {}
-            for row in sorted(self.store.incidents(), key=lambda r: r["opened_at_s"]):
-                if row["status"] == "resolved":
-                    continue
-                c = Case(row["id"], row["incident"], row["opened_at_s"])
-                full = self.store.get(row["id"], timeline=False) or {}
-                body = self.ledger.plan(full["plan_id"]) if full.get("plan_id") else None
-                if body is not None:
-                    c.plan = Plan.from_json(body)
-                    c.baselines = self._baselines(c.plan.incident, c.plan.diagnosed_at)
-                    c.acted_at = c.plan.created_at if c.acted else None
-                self.cases[c.id] = c
+        rows = [r for r in self.store.incidents() if r["status"] != "resolved"]
+        live = {r["id"] for r in rows}
+        for iid in [i for i in self.cases if i not in live]:
+            self.resolved.append(self.cases.pop(iid))  # resolved elsewhere
+        for row in sorted(rows, key=lambda r: r["opened_at_s"]):
+            if row["id"] in self.cases:
+                continue
+            c = Case(row["id"], row["incident"], row["opened_at_s"])
+            full = self.store.get(row["id"], timeline=False) or {}
+            body = self.ledger.plan(full["plan_id"]) if full.get("plan_id") else None
+            if body is not None:
+                c.plan = Plan.from_json(body)
+                c.baselines = self._baselines(c.plan.incident, c.plan.diagnosed_at)
+                c.acted_at = c.plan.created_at if c.acted else None
+            self.cases[c.id] = c
         return self.cases
 
     def handle(self, d: Diagnosis) -> None:
