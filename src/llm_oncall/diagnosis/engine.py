@@ -148,6 +148,8 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
                      "text": render(a.text.get(lang), feats), **({"instead_of": a.instead_of} if a.instead_of else {})}
                     for a in chosen.emergency)
     long_term = tuple({"tag": item.tag, "text": render(item.text.get(lang), feats)} for item in chosen.long_term)
+    titled = next((t for t in chosen.titles if t.when is None or compile_expr(t.when).holds(feats.values)), None)
+    title = render(titled.text.get(lang), feats) if titled else chosen.title.get(lang)
     key = "; ".join(e.text for e in evidence[:3])
     where = f" on {', '.join(pods[:4])}{'…' if len(pods) > 4 else ''}" if pods else ""
     missing = [c for c, _ in top.failing]
@@ -155,12 +157,13 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
         evidence_note = hyp.missing(top, feats, lang)
         key = f"{key}; not seen: {evidence_note}" if key else f"not seen: {evidence_note}"
     extra: dict[str, Any] = {"severity": top.severity, "symptoms": symptom.as_json(feats.values),
-                             "runner_up": hyp.runner_up(top, ranked, feats, lang), "fit": round(top.fit, 3)}
+                             "runner_up": _below(hyp.runner_up(top, ranked, feats, lang), top.confidence),
+                             "fit": round(top.fit, 3)}
     _frozen_note(feats, extra)
     return Diagnosis(
         incident=chosen.id,
         confidence=top.confidence,
-        summary=f"{chosen.title.get(lang)}{where}: {key}",
+        summary=f"{title}{where}: {key}",
         t=feats.t,
         scope_pods=pods,
         scope_nodes=nodes,
@@ -171,10 +174,17 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
         long_term=long_term,
         root_cause=render(root.text.get(lang), feats) if root else None,
         runbook=chosen.id,
-        title=chosen.title.get(lang),
+        title=title,
         severity=top.severity,
         extra=extra,
     )
+
+
+def _below(runner: dict[str, Any] | None, confidence: float) -> dict[str, Any] | None:
+    """The runner-up is the less likely answer: it never carries a higher confidence than the answer itself."""
+    if runner is None or runner["confidence"] <= round(confidence, 3):
+        return runner
+    return {**runner, "confidence": round(confidence, 3)}
 
 
 def _frozen_note(feats: Features, extra: dict[str, Any]) -> None:
@@ -198,8 +208,8 @@ def _no_runbook(history: Sequence[Features], registry: Registry, books: Sequence
         elif closest is not None:
             near = f"; closest: {closest.runbook.id}, missing: {hyp.missing(closest, feats, lang)}"
         if closest is not None:
-            runner = {"incident": closest.runbook.id, "confidence": round(closest.confidence * closest.fit, 3),
-                      "separate_by": hyp.missing(closest, feats, lang, limit=1)}
+            runner = _below({"incident": closest.runbook.id, "confidence": round(closest.confidence * closest.fit, 3),
+                             "separate_by": hyp.missing(closest, feats, lang, limit=1)}, 0.5)
         evidence = tuple(EvidenceItem(s["signal"], s["value"], s["baseline"], SOURCES_OF.get(s["signal"], ""),
                                       f"{s['signal']} is red") for s in symptom.as_json(feats.values) if s["red"])
         off, found = _visibly_off(feats)
