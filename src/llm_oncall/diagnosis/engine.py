@@ -159,6 +159,12 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
     extra: dict[str, Any] = {"severity": top.severity, "symptoms": symptom.as_json(feats.values),
                              "runner_up": _below(hyp.runner_up(top, ranked, feats, lang), top.confidence),
                              "fit": round(top.fit, 3)}
+    consequences = [_consequence(h, feats, lang) for h in ranked
+                     if h is not top and h.candidate and h.runbook.id in chosen.cascades_into]
+    if consequences:
+        # A cascade is named by its first cause; what it caused since is part of its story, not a new incident.
+        extra["consequences"] = consequences
+        key = f"{key}; consequence: " + "; ".join(f"{c['incident']} ({c['text']})" for c in consequences)
     _frozen_note(feats, extra)
     return Diagnosis(
         incident=chosen.id,
@@ -178,6 +184,12 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
         severity=top.severity,
         extra=extra,
     )
+
+
+def _consequence(h: Hypothesis, feats: Features, lang: str) -> dict[str, Any]:
+    held = next((c for c in h.runbook.signature if c.expr.holds(feats.values)), h.runbook.signature[0])
+    pods = list(feats.pod_sets.get(h.runbook.scope_pods, ())) if h.runbook.scope_pods else []
+    return {"incident": h.runbook.id, "pods": pods, "text": render(held.text.get(lang), feats)}
 
 
 def _below(runner: dict[str, Any] | None, confidence: float) -> dict[str, Any] | None:
