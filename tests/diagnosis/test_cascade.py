@@ -9,7 +9,9 @@ import random
 
 import pytest
 
+from llm_oncall.cli.diagnose import story_json
 from llm_oncall.diagnosis.autopilot import Autopilot
+from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.diagnosis.hypotheses import weigh
 from llm_oncall.respond.simsource import SimSource
 from llm_oncall.sim import Fleet, scenario
@@ -36,6 +38,7 @@ def test_retry_storm_then_a_stalled_survivor_is_a_retry_storm() -> None:
     hang = pilot.registry.get("engine-hang")
     assert hang is not None
     named: list[str] = []
+    pilot_story: list[Diagnosis] = []
     both: list[tuple[float, str, tuple[str, ...]]] = []  # steps where the hang's signature holds as well
     while fleet.now < fault.at + 240.0:
         pilot.observe(source.collect())
@@ -45,8 +48,18 @@ def test_retry_storm_then_a_stalled_survivor_is_a_retry_storm() -> None:
         feats = pilot.features[-1]
         if (feats.get("n_stalled") or 0) >= 1 and weigh(hang, feats).candidate:
             both.append((fleet.now, d.incident, d.scope_pods))
+            if d.incident == "retry-storm":
+                caused = d.to_json().get("consequences", [])
+                assert [c["incident"] for c in caused] == ["engine-hang"], caused  # the stall, as a consequence
+                assert caused[0]["pods"], "the survivor that stopped stepping is named"
+        pilot_story.append(d)
     assert both, "the survivor's hang became visible while the storm went on"
     assert named and set(named) == {"retry-storm"}, named
     for t, incident, scope in both:
         assert incident == "retry-storm", (t, incident)
         assert scope, "the pod the storm started from is the scope"
+    # The replay timeline (diagnose --replay --json) shows the stall as a consequence of the storm, not a new incident.
+    told = story_json(pilot_story)
+    storm = [e for e in told["timeline"] if e["incident"] == "retry-storm"]
+    assert any(e.get("consequences") == ["engine-hang"] for e in storm), told["timeline"]
+    assert "engine-hang" not in {e["incident"] for e in told["timeline"]}, told["timeline"]

@@ -80,7 +80,7 @@ def test_parameter_ranges_and_variety() -> None:
 def test_fault_params_are_ones_the_simulator_reads() -> None:
     # The simulator's handlers read these keys (src/llm_oncall/sim/faults.py); anything else would be ignored.
     known = {
-        "kv-capacity": {"factor"}, "engine-hang": {"group", "crc_per_s"},
+        "kv-capacity": {"factor"}, "engine-hang": {"group", "crc_per_s", "idle_wait_s"},
         "prefix-cache-drop": {"variant", "lag_s", "policy", "share"}, "retry-storm": {"timeout_s", "pod_index"},
         "bad-model-rollout": {"weight", "model_revision"}, "gpu-ecc": {"wrong_rate", "sbe_per_s", "pod_index"},
         "cuda-graph-crash": {"vllm_version", "enforce_eager"}, "long-context-starvation": {"share", "prompt_tokens"},

@@ -116,9 +116,13 @@ def story_json(story: list[Diagnosis]) -> dict[str, Any]:
     timeline: list[dict[str, Any]] = []
     for d in story:
         severity = d.severity if d.incident != "healthy" else "none"
-        if not timeline or (timeline[-1]["incident"], timeline[-1]["severity"]) != (d.incident, severity):
+        # What a cascade caused (a survivor that stopped stepping in a retry storm) enters the timeline as a
+        # consequence of the incident, which keeps the name of its first cause.
+        caused = sorted(c["incident"] for c in d.extra.get("consequences", ()))
+        if not timeline or (timeline[-1]["incident"], timeline[-1]["severity"],
+                            timeline[-1].get("consequences", [])) != (d.incident, severity, caused):
             timeline.append({"t": d.t, "incident": d.incident, "severity": severity,
-                             "confidence": round(d.confidence, 3)})
+                             "confidence": round(d.confidence, 3), **({"consequences": caused} if caused else {})})
     page = next((d for d in story if d.pages), None)
     first_page = {"incident": page.incident, "t": page.t, "confidence": round(page.confidence, 3)} if page else None
     return {"first_page": first_page, "timeline": timeline}

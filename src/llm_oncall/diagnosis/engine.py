@@ -150,6 +150,8 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
     long_term = tuple({"tag": item.tag, "text": render(item.text.get(lang), feats),
                        **({"what_if": f"llm-oncall drill {chosen.id} --what-if {item.what_if}"} if item.what_if
                           else {})} for item in chosen.long_term)
+    titled = next((t for t in chosen.titles if t.when is None or compile_expr(t.when).holds(feats.values)), None)
+    title = render(titled.text.get(lang), feats) if titled else chosen.title.get(lang)
     key = "; ".join(e.text for e in evidence[:3])
     where = f" on {', '.join(pods[:4])}{'…' if len(pods) > 4 else ''}" if pods else ""
     missing = [c for c, _ in top.failing]
@@ -157,12 +159,19 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
         evidence_note = hyp.missing(top, feats, lang)
         key = f"{key}; not seen: {evidence_note}" if key else f"not seen: {evidence_note}"
     extra: dict[str, Any] = {"severity": top.severity, "symptoms": symptom.as_json(feats.values),
-                             "runner_up": hyp.runner_up(top, ranked, feats, lang), "fit": round(top.fit, 3)}
+                             "runner_up": _below(hyp.runner_up(top, ranked, feats, lang), top.confidence),
+                             "fit": round(top.fit, 3)}
+    consequences = [_consequence(h, feats, lang) for h in ranked
+                     if h is not top and h.candidate and h.runbook.id in chosen.cascades_into]
+    if consequences:
+        # A cascade is named by its first cause; what it caused since is part of its story, not a new incident.
+        extra["consequences"] = consequences
+        key = f"{key}; consequence: " + "; ".join(f"{c['incident']} ({c['text']})" for c in consequences)
     _frozen_note(feats, extra)
     return Diagnosis(
         incident=chosen.id,
         confidence=top.confidence,
-        summary=f"{chosen.title.get(lang)}{where}: {key}",
+        summary=f"{title}{where}: {key}",
         t=feats.t,
         scope_pods=pods,
         scope_nodes=nodes,
@@ -173,10 +182,23 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
         long_term=long_term,
         root_cause=render(root.text.get(lang), feats) if root else None,
         runbook=chosen.id,
-        title=chosen.title.get(lang),
+        title=title,
         severity=top.severity,
         extra=extra,
     )
+
+
+def _consequence(h: Hypothesis, feats: Features, lang: str) -> dict[str, Any]:
+    held = next((c for c in h.runbook.signature if c.expr.holds(feats.values)), h.runbook.signature[0])
+    pods = list(feats.pod_sets.get(h.runbook.scope_pods, ())) if h.runbook.scope_pods else []
+    return {"incident": h.runbook.id, "pods": pods, "text": render(held.text.get(lang), feats)}
+
+
+def _below(runner: dict[str, Any] | None, confidence: float) -> dict[str, Any] | None:
+    """The runner-up is the less likely answer: it never carries a higher confidence than the answer itself."""
+    if runner is None or runner["confidence"] <= round(confidence, 3):
+        return runner
+    return {**runner, "confidence": round(confidence, 3)}
 
 
 def _frozen_note(feats: Features, extra: dict[str, Any]) -> None:
@@ -200,8 +222,8 @@ def _no_runbook(history: Sequence[Features], registry: Registry, books: Sequence
         elif closest is not None:
             near = f"; closest: {closest.runbook.id}, missing: {hyp.missing(closest, feats, lang)}"
         if closest is not None:
-            runner = {"incident": closest.runbook.id, "confidence": round(closest.confidence * closest.fit, 3),
-                      "separate_by": hyp.missing(closest, feats, lang, limit=1)}
+            runner = _below({"incident": closest.runbook.id, "confidence": round(closest.confidence * closest.fit, 3),
+                             "separate_by": hyp.missing(closest, feats, lang, limit=1)}, 0.5)
         evidence = tuple(EvidenceItem(s["signal"], s["value"], s["baseline"], SOURCES_OF.get(s["signal"], ""),
                                       f"{s['signal']} is red") for s in symptom.as_json(feats.values) if s["red"])
         off, found = _visibly_off(feats)

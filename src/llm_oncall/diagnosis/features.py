@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from llm_oncall.diagnosis.changes import config_changes, prefix_caching_off, unserved_arrivals
 from llm_oncall.diagnosis.symptoms import COMPARABLE_LOAD, P90_MIN_REQUESTS, P99_MIN_REQUESTS, Slo, Value, mark
 from llm_oncall.evidence import xid
 from llm_oncall.evidence.model import Finding
@@ -52,7 +53,11 @@ SOURCES: dict[str, str] = {
     "kv_median": "quantile(0.5, vllm:kv_cache_usage_perc)",
     "preemptions_per_s": "sum(rate(vllm:num_preemptions_total[1m]))",
     "finished_rate": "sum(rate(vllm:request_success_total[1m]))",
-    "arrival_rate": "sum(rate(gateway_requests_received_total[1m])) or finished + Δ(running+waiting)/Δt",
+    "abort_share": 'sum(rate(vllm:request_success_total{finished_reason="abort"}[1m])) / finished',
+    "prefix_caching_off": 'count(vllm:cache_config_info{enable_prefix_caching="False"})',
+    "prefix_caching_turned_off": 'pods whose vllm:cache_config_info enable_prefix_caching went True → False',
+    "arrival_rate": "sum(rate(gateway_requests_received_total[1m])) or max(finished + Δ(running+waiting)/Δt, "
+                    "sum(rate(http_requests_total{handler=~\"/v1/(chat/)?completions|…\",status!=\"4xx\"}[1m])))",
     "arrival_rate_ratio": "arrival rate now / its median over the preceding snapshots",
     "success_rate": 'sum(rate(vllm:request_success_total{finished_reason=~"stop|length"}[1m]))',
     "success_ratio": "success rate now / its baseline",
@@ -114,13 +119,19 @@ def arrival_rate(snap: Snapshot, prev: Snapshot | None) -> float | None:
         return gw
     f = snap.fleet
     if f.requests_per_s is None:
-        return f.http_requests_per_s
+        return f.http_inference_per_s if f.http_inference_per_s is not None else f.http_requests_per_s
     growth = 0.0
     if prev is not None and snap.t > prev.t:
         now_q = (f.running or 0.0) + (f.waiting or 0.0)
         before_q = (prev.fleet.running or 0.0) + (prev.fleet.waiting or 0.0)
         growth = max(0.0, (now_q - before_q) / (snap.t - prev.t))
-    return f.requests_per_s + growth
+    engine = f.requests_per_s + growth
+    # The HTTP server counts every inference request when it ends, also one its client cut off before the engine
+    # finished it (and one the engine never admitted): in a flood where clients give up, the engine's counters
+    # fall while the HTTP server's climb. Arrivals are the larger of the two.
+    if f.http_inference_per_s is not None and f.http_inference_per_s > engine:
+        return f.http_inference_per_s
+    return engine
 
 
 def _prompt_mean(snap: Snapshot) -> float | None:
@@ -148,7 +159,9 @@ def _recently_restarted(snap: Snapshot, interval_s: float) -> set[str]:
 
 
 def _stalled(p: PodSnapshot, interval: float) -> bool:
-    busy = (p.running or 0) > 0 or (p.waiting or 0) > 0
+    """Requests held (or, behind gauges frozen at 0, arriving at the HTTP server unserved) while the engine-step
+    heartbeat is flat for two intervals. Idle means no arrivals, not zero gauges."""
+    busy = (p.running or 0) > 0 or (p.waiting or 0) > 0 or unserved_arrivals(p)
     return p.up and busy and p.seconds_since_progress is not None and \
         p.seconds_since_progress >= (2 - STALL_JITTER) * interval
 
@@ -211,6 +224,8 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     v["arrival_rate_baseline"] = base_arrivals
     v["arrival_rate_ratio"] = _ratio(arrivals, base_arrivals)
     v["finished_rate"] = f.requests_per_s
+    # Requests the engine aborted: their clients gave up (timeout or cancel) before an answer came.
+    v["abort_share"] = _ratio(f.aborts_per_s, f.requests_per_s, 1e-6) if f.aborts_per_s is not None else None
     v["success_rate"] = f.success_per_s
     base_success = _median(s.fleet.success_per_s for s in base)
     v["success_rate_baseline"] = base_success
@@ -386,12 +401,16 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
     pod_sets["ecc"] = tuple(sorted({g.pod for g in ecc_gpus if g.pod}))
     v["nvlink_xid"] = any(g.xid_last is not None and int(g.xid_last) in NVLINK_XIDS for g in snap.gpus)
 
-    # Config changes shortly before now.
-    changes = [e for e in snap.events if e.kind == "config_change" and 0 <= snap.t - e.t <= 900]
+    # Config changes shortly before now: announced (events) or read off the engines' `*_info` metrics.
+    said = [(e.t, e.detail) for e in snap.events if e.kind == "config_change" and 0 <= snap.t - e.t <= 900]
+    seen = config_changes(history)
+    changes = sorted(said + [(c.t, c.detail) for c in seen])
     v["config_change_recent"] = bool(changes)
     if changes:
-        labels["config_change"] = f"{changes[-1].detail} ({snap.t - changes[-1].t:.0f}s before this diagnosis)"
-        v["config_change_age_s"] = snap.t - changes[-1].t
+        labels["config_change"] = f"{changes[-1][1]} ({snap.t - changes[-1][0]:.0f}s before this diagnosis)"
+        v["config_change_age_s"] = snap.t - changes[-1][0]
+    v["prefix_caching_off"] = float(prefix_caching_off(snap.pods))
+    v["prefix_caching_turned_off"] = float(len({c.pod for c in seen if c.turned_off("enable_prefix_caching")}))
     rollouts = [e for e in snap.events if e.kind in ("rollout", "deploy") and 0 <= snap.t - e.t <= 1800]
     v["rollout_recent"] = bool(rollouts)
     if rollouts:

@@ -34,15 +34,18 @@ ONSET_RANGE_S = (150.0, 330.0)
 """Onset after 10–22 scrape intervals of history."""
 
 
-SHAPES: tuple[str, ...] = ("small-fleet", "preempt-first", "partial-hit-drop", "ramp", "cold-start", "flapping-target")
+SHAPES: tuple[str, ...] = ("small-fleet", "preempt-first", "partial-hit-drop", "ramp", "cold-start", "flapping-target",
+                           "client-give-up", "idle-hang", "config-restart")
 """Shapes the first suite never had (the diagnosis was tuned on it): 1–3 pods at 0.5–5 req/s, surges that
 preempt before they queue, partial hit-rate drops with and without a change event, a healthy load that rises
-×1.5 over minutes, pods going from no traffic to normal, a scrape target that flaps while its pod is fine."""
+×1.5 over minutes, pods going from no traffic to normal, a scrape target that flaps while its pod is fine; and
+(issue 22) a surge whose clients give up with no gateway counting arrivals (only vLLM's HTTP server sees them), an
+engine that freezes while idle (its gauges stay 0), a rolling update that turns prefix caching off."""
 SHAPE_ODDS: dict[str, tuple[tuple[str, float], ...]] = {
     HEALTHY: (("ramp", 0.15), ("cold-start", 0.12), ("flapping-target", 0.12), ("small-fleet", 0.15)),
-    "kv-capacity": (("small-fleet", 0.2), ("preempt-first", 0.3)),
-    "prefix-cache-drop": (("small-fleet", 0.2), ("partial-hit-drop", 0.35)),
-    "engine-hang": (("small-fleet", 0.15),),
+    "kv-capacity": (("small-fleet", 0.2), ("preempt-first", 0.3), ("client-give-up", 0.15)),
+    "prefix-cache-drop": (("small-fleet", 0.2), ("partial-hit-drop", 0.35), ("config-restart", 0.15)),
+    "engine-hang": (("small-fleet", 0.15), ("idle-hang", 0.2)),
     "gpu-ecc": (("small-fleet", 0.15),),
     "retry-storm": (("small-fleet", 0.15),),
 }
@@ -214,7 +217,10 @@ def _confounder(rng: random.Random, kind: str, cfg: FleetConfig, around: float) 
 # Confounders a shape leaves out: ones that would overwrite the knob it set, and load swings a small server sized
 # to its load (1.7× headroom, as in the first suite) cannot absorb without a real, user-visible slowdown.
 _CLASHES: dict[str, frozenset[str]] = {"ramp": frozenset({"diurnal"}), "cold-start": frozenset({"spike"}),
-                                       "small-fleet": frozenset({"diurnal", "spike"})}
+                                       "small-fleet": frozenset({"diurnal", "spike"}),
+                                       "client-give-up": frozenset({"client-mix"}),
+                                       "idle-hang": frozenset({"client-mix", "diurnal", "spike", "hpa"}),
+                                       "config-restart": frozenset({"deploy"})}
 
 
 def _pick_confounders(rng: random.Random, incident: str, shape: str | None = None) -> tuple[str, ...]:
@@ -286,6 +292,23 @@ def _apply_shape(shape: str, rng: random.Random, incident: str, cfg: FleetConfig
         cfg = dataclasses.replace(cfg, spikes=(Spike(0.0, rng.uniform(150.0, 250.0), 0.0),))
     elif shape == "flapping-target":
         flap = rng.uniform(0.15, 0.35)
+    elif shape == "client-give-up":
+        # No gateway page: arrivals come from the engines and vLLM's HTTP servers. Clients give up after 15–25 s;
+        # vLLM ends each such request at its HTTP server and aborts it in the queue.
+        timeout = rng.uniform(15.0, 25.0)
+        cfg = dataclasses.replace(cfg, gateway_metrics=False, abort_on_disconnect=True,
+                                  clients=tuple(dataclasses.replace(c, timeout_s=timeout) for c in cfg.clients))
+    elif shape == "idle-hang":
+        # 1–2 pods with light traffic (most of the time nothing runs): the engine freezes between requests, so its
+        # gauges read 0 for good; what comes in afterwards ends at the HTTP server at the clients' timeout.
+        timeout = rng.uniform(20.0, 30.0)
+        cfg = dataclasses.replace(cfg, pods=rng.randint(1, 2), tp=1, group_size=1, rate_per_pod=rng.uniform(0.3, 1.0),
+                                  engine_core_gauges=True, abort_on_disconnect=True,
+                                  clients=tuple(dataclasses.replace(c, timeout_s=timeout) for c in cfg.clients))
+        params["idle_wait_s"] = 120.0
+    elif shape == "config-restart":
+        params.clear()
+        params["variant"] = "config-restart"
     return cfg, params, flap
 
 

@@ -195,6 +195,9 @@ class PromAlert(_Model):
 class Runbook(_Model):
     id: str
     title: Text
+    titles: list[RootCause] = Field(
+        default_factory=list,
+        description="titles true to the evidence: the first whose `when` holds names the diagnosis")
     priority: int = Field(ge=0, le=1000, description="lower is checked first in triage")
     symptom: Text
     alert: str | None = None
@@ -252,7 +255,7 @@ class Runbook(_Model):
         out: set[str] = set()
         for c in [*self.signature, *self.support]:
             out |= c.expr.names()
-        for rc in self.root_causes:
+        for rc in [*self.root_causes, *self.titles]:
             if rc.when:
                 out |= compile_expr(rc.when).names()
         if self.page_when:

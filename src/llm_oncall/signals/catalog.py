@@ -156,6 +156,8 @@ SIGNALS: tuple[Signal, ...] = (
         _s("vllm:cache_config_info", "vLLM"),)),
     Signal("http_requests", Kind.COUNTER, "requests", Agg.SUM, (
         _s("http_requests_total", "prometheus-fastapi-instrumentator"),)),
+    Signal("http_inprogress", Kind.GAUGE, "requests", Agg.SUM, (
+        _s("http_requests_inprogress", "prometheus-fastapi-instrumentator (should_instrument_requests_inprogress)"),)),
     # dcgm-exporter: one series per GPU; identity labels gpu/UUID/Hostname|hostname.
     Signal("gpu_util", Kind.GAUGE, "percent", Agg.MEAN, (
         _s("DCGM_FI_DEV_GPU_UTIL", "dcgm-exporter"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -365,6 +365,26 @@ def counter_increase(scrapes: list[Scrape], sig: Signal, match: Mapping[str, str
         vec = vector(s.page, sig, match)
         if vec is None:
             continue
+        if prev_vec is not None:
+            total += _increase(prev_vec, vec)
+            seen = True
+        prev_vec = vec
+    return total if seen else None
+
+
+def counter_increase_where(scrapes: list[Scrape], sig: Signal, keep: Callable[[Labels], bool]) -> float | None:
+    """Like `counter_increase`, over the label sets `keep` accepts (e.g. some HTTP handlers, not their 4xx)."""
+    if len(scrapes) < 2:
+        return None
+    total = 0.0
+    seen = False
+    prev_vec: dict[Labels, float] | None = None
+    for s in scrapes:
+        assert s.page is not None
+        full = vector(s.page, sig)
+        if full is None:
+            continue
+        vec = {labels: v for labels, v in full.items() if keep(labels)}
         if prev_vec is not None:
             total += _increase(prev_vec, vec)
             seen = True

@@ -7,6 +7,7 @@ unknown (target down, family absent, no traffic to compute a quantile from).
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -21,6 +22,7 @@ from llm_oncall.signals.series import (
     Scrape,
     TargetSeries,
     counter_increase,
+    counter_increase_where,
     gauge,
     merge,
     resolve,
@@ -51,6 +53,11 @@ class PodSnapshot:
     aborts_per_s: float | None = None
     http_requests_per_s: float | None = None
     http_5xx_per_s: float | None = None
+    http_inference_per_s: float | None = None
+    """Inference requests the HTTP server finished (completions, chat, …; not 4xx, which never reach the engine),
+    counted when the response ends — a client that gives up ends it too (vLLM aborts the request)."""
+    http_inprogress: float | None = None
+    """Requests open at the HTTP server (only when the instrumentator exports its in-progress gauge)."""
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
     prefix_hit_rate: float | None = None
@@ -70,6 +77,8 @@ class PodSnapshot:
     """Seconds since the engine-step heartbeat (or, without it, the token counter) last moved."""
     restarts: int = 0
     kv_capacity_tokens: float | None = None
+    cache_config: tuple[tuple[str, str], ...] = ()
+    """The labels of `vllm:cache_config_info` (the engine's cache configuration), `engine` left out."""
     dialect: str | None = None
     """Which metric naming the target speaks (e.g. `vllm-v1`, `vllm-v0`, `sglang`, `escaped`)."""
     histograms: Mapping[str, Histogram] = field(default_factory=dict, repr=False, compare=False)
@@ -96,6 +105,7 @@ class FleetSnapshot:
     aborts_per_s: float | None = None
     http_requests_per_s: float | None = None
     http_5xx_per_s: float | None = None
+    http_inference_per_s: float | None = None
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
     prefix_hit_rate: float | None = None
@@ -260,6 +270,12 @@ def pod_snapshot(series: TargetSeries, end: float, window_s: float, stale_after_
         success = finished - (errors or 0.0) - (aborts or 0.0)
     hits = counter_increase(scrapes, BY_KEY["prefix_hits"])
     queries = counter_increase(scrapes, BY_KEY["prefix_queries"])
+    cache_cfg = _cache_config(page)
+    prompt_increase = counter_increase(scrapes, BY_KEY["prompt_tokens"])
+    if dict(cache_cfg).get("enable_prefix_caching") == "False" and prompt_increase is not None:
+        # Prefix caching off: vLLM looks nothing up, so its counters stand still. Every prompt token it computes
+        # is a miss — a hit rate of nothing, not missing data.
+        hits, queries = 0.0, prompt_increase
     hit_rate: float | None = None
     if hits is not None and queries is not None and queries > 0:
         hit_rate = hits / queries
@@ -278,6 +294,7 @@ def pod_snapshot(series: TargetSeries, end: float, window_s: float, stale_after_
     steps = counter_increase_heartbeat(scrapes)
     http = rate("http_requests")
     http_5xx = rate("http_requests", {"status": "5xx"})
+    http_inference = _rate(counter_increase_where(scrapes, BY_KEY["http_requests"], _inference_request), span)
     model = None
     running_vec = vector(page, BY_KEY["running"])
     if running_vec:
@@ -306,7 +323,9 @@ def pod_snapshot(series: TargetSeries, end: float, window_s: float, stale_after_
         aborts_per_s=aborts,
         http_requests_per_s=http,
         http_5xx_per_s=http_5xx,
-        prompt_tokens_per_s=rate("prompt_tokens"),
+        http_inference_per_s=http_inference,
+        http_inprogress=gauge(page, BY_KEY["http_inprogress"]),
+        prompt_tokens_per_s=_rate(prompt_increase, span),
         generation_tokens_per_s=rate("generation_tokens"),
         prefix_hit_rate=hit_rate,
         prefix_queries_per_s=_rate(queries, span),
@@ -324,10 +343,35 @@ def pod_snapshot(series: TargetSeries, end: float, window_s: float, stale_after_
         seconds_since_progress=seconds_since_progress(series, end),
         restarts=_restarts(scrapes),
         kv_capacity_tokens=kv_capacity,
+        cache_config=cache_cfg,
         dialect=_dialect(page),
         histograms=hists,
         prefix_counts=(hits, queries) if hits is not None and queries is not None else None,
     )
+
+
+_INFERENCE_HANDLER = re.compile(
+    r"^(/v1)?/(completions|chat/completions|responses|embeddings|pooling|score|rerank|classify|generate"
+    r"|audio/\w+|inference/\S*)$")
+"""Handlers whose requests go to the engine (not /v1/models, /tokenize, /health, /metrics …)."""
+
+
+def _inference_request(labels: Labels) -> bool:
+    d = dict(labels)
+    handler = d.get("handler")
+    return handler is not None and _INFERENCE_HANDLER.match(handler) is not None and \
+        not d.get("status", "").startswith("4")
+
+
+_CONFIG_NOISE = frozenset({"engine"})
+
+
+def _cache_config(page: Page) -> tuple[tuple[str, str], ...]:
+    vec = vector(page, BY_KEY["cache_config"])
+    if not vec:
+        return ()
+    labels = max(vec, key=lambda lab: vec[lab])
+    return tuple(sorted((k, v) for k, v in labels if k not in _CONFIG_NOISE))
 
 
 def _has_label(page: Page, key: str, label: str) -> bool:
@@ -391,6 +435,7 @@ def fleet_snapshot(pods: Iterable[PodSnapshot]) -> FleetSnapshot:
         aborts_per_s=_sum(p.aborts_per_s for p in up),
         http_requests_per_s=_sum(p.http_requests_per_s for p in up),
         http_5xx_per_s=_sum(p.http_5xx_per_s for p in up),
+        http_inference_per_s=_sum(p.http_inference_per_s for p in up),
         prompt_tokens_per_s=_sum(p.prompt_tokens_per_s for p in up),
         generation_tokens_per_s=_sum(p.generation_tokens_per_s for p in up),
         prefix_hit_rate=hit_rate,

@@ -76,6 +76,16 @@ class FleetConfig:
     oom_queue_limit: int | None = None
     endpoint_lag_s: float = 10.0  # readiness probe period x failure threshold
     routine_deploy_at: float | None = None
+    gateway_metrics: bool = True
+    """False: no gateway page with request counters (a plain Service in front of vLLM); arrivals are then read
+    from the engines and their HTTP servers."""
+    abort_on_disconnect: bool = False
+    """True: as vLLM does, a request whose client gave up ends at the pod's HTTP server (`http_requests_total`,
+    status 2xx: the handler was cancelled) and, still queued, is aborted by the engine (finished_reason=abort).
+    A frozen engine aborts nothing. False: the engine does the work anyway (the first suite's model)."""
+    engine_core_gauges: bool = False
+    """True: as vLLM V1, the running/waiting/KV gauges come from the engine core, so a frozen engine's page keeps
+    the values it had at the freeze (0 when it froze idle) while new requests pile up unseen."""
     tick_s: float = 0.1
     epoch: float = 1_767_225_600.0  # virtual t=0 as unix time (2026-01-01T00:00:00Z)
     log_interval_s: float = 10.0

@@ -69,6 +69,7 @@ class Engine:
         self.step_model = step
         self.slowdown = slowdown
         self.frozen = False
+        self.frozen_gauges: tuple[int, int, float] | None = None
         self.reset(start_time)
 
     def reset(self, start_time: float) -> None:
@@ -269,8 +270,9 @@ class Engine:
                 r = Request(*head) if isinstance(head, tuple) else head
                 self.waiting_tokens -= total
                 hit = self.cache.lookup(r.chain, total, r.system_len)
-                self.prefix_queries += total
-                self.prefix_hits += hit
+                if cfg.enable_prefix_caching:  # with caching off vLLM looks nothing up (its counters stand still)
+                    self.prefix_queries += total
+                    self.prefix_hits += hit
                 r.hit = hit
                 r.need = total - hit
                 r.done = 0.0
@@ -352,8 +354,28 @@ class Engine:
             count += 1
         return tokens, count
 
-    def freeze(self) -> None:
+    def freeze(self, core_gauges: bool = False) -> None:
         self.frozen = True
+        self.frozen_gauges = (self.num_running, self.num_waiting, self.kv_usage()) if core_gauges else None
+
+    def gauges(self) -> tuple[int, int, float]:
+        """(running, waiting, KV usage) as the page shows them: the engine core's last report when frozen."""
+        if self.frozen and self.frozen_gauges is not None:
+            return self.frozen_gauges
+        return self.num_running, self.num_waiting, self.kv_usage()
+
+    def client_gone(self, tag: int) -> None:
+        """The client of request `tag` disconnected: its HTTP request ends (vLLM's handler is cancelled and answers
+        200 to nobody), and a request still queued is aborted. A frozen engine aborts nothing."""
+        self.http_2xx += 1
+        if self.frozen:
+            return
+        for i, q in enumerate(self.waiting):
+            if (q[8] if isinstance(q, tuple) else q.tag) == tag:
+                del self.waiting[i]
+                self.waiting_tokens -= q[2] if isinstance(q, tuple) else q.prompt_len + q.gen_before
+                self.success["abort"] += 1
+                return
 
     # ---- internals -----------------------------------------------------------------------------------
     def _first_token(self, r: Request, kf: int, t: float) -> None:

@@ -120,19 +120,20 @@ def render_engine_page(e: Engine, ctx: PageContext) -> str:
               "(for Model Flops Utilization calculations).", [(el, 1.6e10 * e.h_iter.count)])
     p.counter("vllm:estimated_write_bytes_per_gpu", "Estimated number of bytes written to memory per GPU "
               "(for Model Flops Utilization calculations).", [(el, 131072.0 * e.prompt_computed)])
+    running, waiting, kv = e.gauges()
     p.gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-            [(el, float(e.num_running))])
+            [(el, float(running))])
     p.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-            [(el, float(e.num_waiting))])
+            [(el, float(waiting))])
     p.gauge("vllm:num_requests_waiting_by_reason", "Number of waiting requests by reason. Reason labels: "
             "'capacity' = waiting for scheduling capacity; 'deferred' = deferred by transient constraints "
             "(LoRA budget, KV transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting.",
-            [(f'{el},reason="capacity"', float(e.num_waiting)), (f'{el},reason="deferred"', 0.0)])
+            [(f'{el},reason="capacity"', float(waiting)), (f'{el},reason="deferred"', 0.0)])
     p.gauge("vllm:engine_sleep_state", "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 "
             "means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep "
             "level 2.", [(f'{el},sleep_state="awake"', 1.0), (f'{el},sleep_state="weights_offloaded"', 0.0),
                          (f'{el},sleep_state="discard_all"', 0.0)])
-    p.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [(el, e.kv_usage())])
+    p.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", [(el, kv)])
     p.counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
               [(el, float(e.prefix_queries))])
     p.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
@@ -271,12 +272,13 @@ def _render_v0(e: Engine, ctx: PageContext) -> str:
     _process_block(p, e, ctx)
     p.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", [(",".join(
         f'{k}="{v}"' for k, v in sorted(ctx.cache_labels)), 1.0)])
+    running, waiting, kv = e.gauges()
     p.gauge("vllm:num_requests_running", "Number of requests currently running on GPU.",
-            [(m, float(e.num_running))])
+            [(m, float(running))])
     p.gauge("vllm:num_requests_swapped", "Number of requests swapped to CPU.", [(m, 0.0)])
     p.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-            [(m, float(e.num_waiting))])
-    p.gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", [(m, e.kv_usage())])
+            [(m, float(waiting))])
+    p.gauge("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", [(m, kv)])
     p.gauge("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", [(m, 0.0)])
     p.gauge("vllm:cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", [(m, -1.0)])
     rate = e.prefix_hits / e.prefix_queries if e.prefix_queries else 0.0

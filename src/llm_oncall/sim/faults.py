@@ -51,12 +51,20 @@ def engine_hang(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
     group = str(p.get("group", groups[rng.randrange(len(groups))]))
     crc_rate = float(p.get("crc_per_s", rng.uniform(5.0, 40.0)))
 
+    idle_wait = float(p.get("idle_wait_s", 0.0))
+    core_gauges = fleet.cfg.engine_core_gauges
+
     def onset(t: float) -> None:
         members = [x for x in fleet.pods if x.group == group and x.state != TERMINATED]
+        if idle_wait > 0 and t < at + idle_wait and any(x.engine.num_running or x.engine.num_waiting
+                                                         for x in members):
+            # An idle hang: the engine freezes between requests (its gauges then read 0 for good).
+            fleet.schedule(t + fleet.cfg.tick_s, onset)
+            return
         for x in members:
-            x.engine.freeze()
+            x.engine.freeze(core_gauges)
             x.hung = True
-        _truth(fleet, "engine-hang", at, members)
+        _truth(fleet, "engine-hang", t, members)
         gpus = [g for x in members for g in x.gpus]
 
         def link_errors(_: float) -> None:
@@ -70,7 +78,14 @@ def engine_hang(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
 
 def prefix_cache_drop(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     variant = str(p.get("variant", "router"))
-    if variant == "router":
+    if variant == "config-restart":
+        # A rolling update whose engine args turn prefix caching off: the new pods' vllm:cache_config_info says
+        # so, and they look nothing up.
+        def onset(t: float) -> None:
+            rev = fleet.new_revision(prefix_caching=False)
+            lifecycle.start_rollout(fleet, rev, t)
+            _truth(fleet, "prefix-cache-drop", at, [x for x in fleet.pods if x.state != TERMINATED], rev.name)
+    elif variant == "router":
         lag = float(p.get("lag_s", rng.uniform(10.0, 60.0)))
         policy = str(p.get("policy", "random"))
         fleet.schedule(max(0.0, at - lag), lambda t: lifecycle.config_change(fleet, t, policy, apply=False))

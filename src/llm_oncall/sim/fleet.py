@@ -136,14 +136,14 @@ class Fleet:
             return None
         cfg = self.cfg
         ctx = PageContext(cfg.model_name, cfg.epoch + p.process_start, cfg.epoch + self.now, p.http_latency,
-                          p.http_latency_few, cfg.metrics_flavor, lifecycle.cache_labels(cfg))
+                          p.http_latency_few, cfg.metrics_flavor, lifecycle.engine_cache_labels(p.engine.cfg))
         return render_engine_page(p.engine, ctx)
 
     def render_dcgm(self, node: str) -> str:
         return render_node(node, self.gpus[node], DcgmOptions(self.cfg.dcgm_custom_csv))
 
     def render_gateway(self) -> str:
-        return self.gateway.render()
+        return self.gateway.render() if self.cfg.gateway_metrics else ""
 
     def render_kube_state(self) -> str:
         return kube.render(self)
@@ -423,11 +423,14 @@ class Fleet:
         specs = self.workload.specs
         record = self.gateway.record
         fail = self._fail
+        disconnect = self.cfg.abort_on_disconnect
         for t, tag in due:
             job = live_pop(tag, None)
             if job is None:
                 continue
             pod = job.pod
+            if disconnect and pod is not None:
+                pod.engine.client_gone(tag)
             record(specs[job.client].name, "504", pod.revision.name if pod is not None else "none")
             fail(job, t)
 

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from llm_oncall.sim import logs
 from llm_oncall.sim.config import FleetConfig
 from llm_oncall.sim.dcgm import Gpu
+from llm_oncall.sim.engine import EngineConfig
 from llm_oncall.sim.hooks import FleetHooks
 from llm_oncall.sim.pods import CRASH_BACKOFF_S, CRASHLOOP, DOWN, READY, STARTING, TERMINATED, Pod, Revision, Rollout
 from llm_oncall.sim.router import mix64
 
 
 def cache_labels(cfg: FleetConfig) -> tuple[tuple[str, str], ...]:
-    e = cfg.engine
+    return engine_cache_labels(cfg.engine)
+
+
+def engine_cache_labels(e: EngineConfig) -> tuple[tuple[str, str], ...]:
+    """The labels of `vllm:cache_config_info` for one engine's configuration."""
     return (
         ("_block_size_resolved", "True"), ("block_size", str(e.block_size)), ("cache_dtype", "auto"),
         ("cache_hit_alignment_tokens", "None"), ("effective_attention_block_size", str(e.block_size)),
@@ -89,7 +95,8 @@ def create_pod(fleet: FleetHooks, rev: Revision, warm: bool = False, t: float = 
     name = f"{cfg.deployment}-{rev.name}-" + "".join(fleet.rng.choice(alphabet) for _ in range(5))
     if cfg.group_size > 1:  # groups sharing collectives run as a LeaderWorkerSet: its pod names
         name = lws_pod_name(cfg.deployment, group, worker)
-    pod = Pod(name, n, node, gpus, rev, f"{cfg.deployment}-g{group}", cfg.engine, cfg.step, mix64(n + 1))
+    engine_cfg = cfg.engine if rev.prefix_caching else dataclasses.replace(cfg.engine, enable_prefix_caching=False)
+    pod = Pod(name, n, node, gpus, rev, f"{cfg.deployment}-g{group}", engine_cfg, cfg.step, mix64(n + 1))
     for g in gpus:
         g.pod, g.namespace, g.container = name, cfg.namespace, "vllm"
     fleet.pods.append(pod)

@@ -20,6 +20,7 @@ class Revision:
     enforce_eager: bool = False
     bad_outputs: bool = False
     capture_crash: bool = False  # this vLLM build fails CUDA-graph capture on this hardware
+    prefix_caching: bool = True  # the revision's engine args (False: --no-enable-prefix-caching)
 
 
 class Pod:
