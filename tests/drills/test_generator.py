@@ -13,7 +13,7 @@ from llm_oncall.drills.generator import (
     generate,
     generate_one,
 )
-from llm_oncall.sim import INCIDENTS, Fleet, FleetConfig
+from llm_oncall.sim import FAULTS, Fleet, FleetConfig
 
 
 def test_same_seed_same_scenarios() -> None:
@@ -44,7 +44,7 @@ def test_every_block_covers_every_class() -> None:
             got = Counter(class_of(seed, block * BLOCK + i) for i in range(BLOCK))
             assert set(got) == set(CLASSES)
             assert got[HEALTHY] == 3
-            assert all(got[i] == 1 for i in INCIDENTS)
+            assert all(got[i] == 1 for i in FAULTS)
 
 
 def test_twenty_scenarios_cover_all_classes_with_healthy_share() -> None:
@@ -52,7 +52,7 @@ def test_twenty_scenarios_cover_all_classes_with_healthy_share() -> None:
     assert set(got) == set(CLASSES)
     big = Counter(s.incident for s in generate(400, 11))
     assert 0.20 <= big[HEALTHY] / 400 <= 0.25
-    assert min(big[i] for i in INCIDENTS) >= 30
+    assert min(big[i] for i in FAULTS) >= 30
 
 
 def test_parameter_ranges_and_variety() -> None:

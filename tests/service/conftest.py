@@ -13,7 +13,7 @@ from tests.testkit import free_port
 
 from llm_oncall.service.app import Service
 from llm_oncall.service.config import load
-from llm_oncall.service.telemetry import Log
+from llm_oncall.service.observability import Log
 
 WEBHOOK = "webhook-token-0123456789"
 API = "api-token-0123456789abcd"

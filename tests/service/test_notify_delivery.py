@@ -19,7 +19,7 @@ from tests.testkit import wait_for
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.service.config import NotifyConfig
 from llm_oncall.service.notify import Notifier, retry_after_seconds
-from llm_oncall.service.telemetry import Log
+from llm_oncall.service.observability import Log
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.write import write_postmortem
 from llm_oncall.service.app import Service
 from llm_oncall.service.config import load
-from llm_oncall.service.telemetry import Log
+from llm_oncall.service.observability import Log
 
 SEED = 7
 

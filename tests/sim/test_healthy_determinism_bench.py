@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.sim.conftest import Timeline
 
-from llm_oncall.sim import INCIDENTS, Fleet, FleetConfig, scenario
+from llm_oncall.sim import FAULTS, Fleet, FleetConfig, scenario
 from llm_oncall.sim.bench import run
 
 
@@ -59,8 +59,8 @@ def test_same_seed_same_telemetry() -> None:
 
 
 def test_scenarios_cover_every_incident() -> None:
-    assert len(INCIDENTS) == 9 and "pod-outlier" in INCIDENTS
-    for incident in INCIDENTS:
+    assert len(FAULTS) == 9 and "pod-outlier" in FAULTS
+    for incident in FAULTS:
         cfg, fault = scenario(incident, 0)
         assert fault is not None and fault.kind == incident and 240 <= fault.at <= 360
         assert isinstance(cfg, FleetConfig)

@@ -14,7 +14,7 @@ from tests.testkit import free_port
 
 from llm_oncall.service.app import Service
 from llm_oncall.service.config import load
-from llm_oncall.service.telemetry import Log
+from llm_oncall.service.observability import Log
 from llm_oncall.web.console import routes
 
 WEBHOOK = "webhook-token-0123456789"

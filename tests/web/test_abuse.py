@@ -16,7 +16,7 @@ from tests.web.conftest import APPROVE, KV, WEBHOOK
 
 from llm_oncall.service.app import Service
 from llm_oncall.service.config import ServiceConfig
-from llm_oncall.service.telemetry import Log
+from llm_oncall.service.observability import Log
 
 
 def raw(svc: Service) -> socket.socket:

@@ -133,8 +133,8 @@ class _ServeRound:
     def __init__(self, source: Any, interval_s: float, db: Path) -> None:
         from llm_oncall.actions.ledger import Ledger
         from llm_oncall.incidents import IncidentStore
+        from llm_oncall.service.observability import Log, Metrics
         from llm_oncall.service.sources import Feed
-        from llm_oncall.service.telemetry import Log, Metrics
         from llm_oncall.service.watch import Watcher
 
         self.errors = io.StringIO()

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from llm_oncall.signals.duration import parse_duration
-from llm_oncall.sim import INCIDENTS, Fleet, FleetConfig, scenario
+from llm_oncall.sim import FAULTS, Fleet, FleetConfig, scenario
 from llm_oncall.sim.serve import SimServer
 
 app = typer.Typer(
@@ -70,7 +70,7 @@ def _kube_address(text: str) -> tuple[str, int]:
 @app.command("serve")
 def serve(
     pods: Annotated[int, typer.Option(help="Initial replicas.", min=1, max=256)] = 4,
-    fault: Annotated[str | None, typer.Option(help=f"Incident to inject: {', '.join(INCIDENTS)}.")] = None,
+    fault: Annotated[str | None, typer.Option(help=f"Incident to inject: {', '.join(FAULTS)}.")] = None,
     at: Annotated[str | None, typer.Option(help="Fault onset in simulated seconds (e.g. 120, 2m); "
                                                 "default ≈300 s.")] = None,
     seed: Annotated[int, typer.Option(help="Same seed → same telemetry.")] = 0,
@@ -91,8 +91,8 @@ def serve(
                                                          "symmetry with other commands.")] = False,
 ) -> None:
     """Serve every pod (/metrics, /health, /v1/models, /v1/completions), DCGM, gateway and kube-state-metrics."""
-    if fault is not None and fault not in INCIDENTS:
-        raise typer.BadParameter(f"unknown fault {fault!r}; one of {', '.join(INCIDENTS)}", param_hint="--fault")
+    if fault is not None and fault not in FAULTS:
+        raise typer.BadParameter(f"unknown fault {fault!r}; one of {', '.join(FAULTS)}", param_hint="--fault")
     if at is not None and fault is None:
         raise typer.BadParameter("--at needs --fault", param_hint="--at")
     try:

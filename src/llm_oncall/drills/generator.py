@@ -14,16 +14,16 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_oncall.sim import INCIDENTS, FaultSpec, FleetConfig, Spike
+from llm_oncall.sim import FAULTS, FaultSpec, FleetConfig, Spike
 from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.sim.clients import DEFAULT_CLIENTS
 from llm_oncall.sim.engine import StepModel
 
 HEALTHY = "healthy"
-CLASSES: tuple[str, ...] = (*INCIDENTS, HEALTHY)
+CLASSES: tuple[str, ...] = (*FAULTS, HEALTHY)
 HEALTHY_PER_BLOCK = 3
 """Each block of 12 consecutive scenarios holds the 9 incidents once and 3 healthy runs (25 %)."""
-BLOCK = len(INCIDENTS) + HEALTHY_PER_BLOCK
+BLOCK = len(FAULTS) + HEALTHY_PER_BLOCK
 CONFOUNDERS: tuple[str, ...] = ("diurnal", "deploy", "spike", "hpa", "client-mix")
 ROLLOUT_INCIDENTS = frozenset({"bad-model-rollout", "cuda-graph-crash"})
 ROUTER_POLICIES = ("random", "round_robin", "least_loaded")
@@ -117,7 +117,7 @@ def _rng(seed: int, *salt: int) -> random.Random:
 def class_of(seed: int, index: int) -> str:
     """Stratified: every block of 12 scenarios is a seeded shuffle of the 9 incidents and 3 healthy runs."""
     block, slot = divmod(index, BLOCK)
-    order = [*INCIDENTS, *([HEALTHY] * HEALTHY_PER_BLOCK)]
+    order = [*FAULTS, *([HEALTHY] * HEALTHY_PER_BLOCK)]
     _rng(seed, block, 0xB10C).shuffle(order)
     return order[slot]
 

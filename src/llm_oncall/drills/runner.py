@@ -17,9 +17,9 @@ from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.respond.simsource import SimSource
 from llm_oncall.runbooks.expr import Expr, compile_expr
 from llm_oncall.signals.source import Batch
-from llm_oncall.sim import INCIDENTS, FaultSpec, Fleet, FleetConfig, scenario
+from llm_oncall.sim import FAULTS, FaultSpec, Fleet, FleetConfig, scenario
 
-DRILL_INCIDENTS: tuple[str, ...] = tuple(i for i in INCIDENTS if i != "pod-outlier")
+DRILL_INCIDENTS: tuple[str, ...] = tuple(i for i in FAULTS if i != "pod-outlier")
 INTERVAL_S = 15.0
 AFTER_ONSET_S = 300.0
 

@@ -57,7 +57,7 @@ class Log(Protocol):
 
 
 class Counters(Protocol):
-    """The service's own metrics (service/telemetry.py); drills count nothing."""
+    """The service's own metrics (service/observability.py); drills count nothing."""
 
     def count(self, what: str, label: str = "", n: float = 1.0) -> None: ...
 

@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.service.config import ROLES, ServiceConfig
-from llm_oncall.service.telemetry import Log, Metrics
+from llm_oncall.service.observability import Log, Metrics
 from llm_oncall.service.watch import Watcher
 from llm_oncall.service.webhook import Webhook
 

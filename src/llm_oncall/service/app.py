@@ -20,8 +20,8 @@ from llm_oncall.service import api, sources
 from llm_oncall.service.config import ServiceConfig
 from llm_oncall.service.leader import LeaderElector, LeaseFence, default_identity
 from llm_oncall.service.notify import Notifier
+from llm_oncall.service.observability import Log, Metrics
 from llm_oncall.service.server import HttpServer
-from llm_oncall.service.telemetry import Log, Metrics
 from llm_oncall.service.watch import Watcher
 
 Extend = Callable[["Service"], Sequence[BaseRoute]]

@@ -32,7 +32,7 @@ from llm_oncall.actions.guard import Policy
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, Plan
-from llm_oncall.service.telemetry import Log
+from llm_oncall.service.observability import Log
 
 RECORD = "llm-oncall.io/actions"
 """Annotation on the Lease: JSON list of the actions the leaders took (newest last), pruned to live cooldowns."""

@@ -26,7 +26,7 @@ from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.service import notifiers
 from llm_oncall.service.config import NotifyConfig
 from llm_oncall.service.notifiers.message import Context, Note, clip
-from llm_oncall.service.telemetry import Log
+from llm_oncall.service.observability import Log
 
 __all__ = ["Note", "Notifier", "retry_after_seconds"]
 

@@ -22,7 +22,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from llm_oncall.service.telemetry import Log
+from llm_oncall.service.observability import Log
 
 KEEP_ALIVE_S = 5
 _REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n" \

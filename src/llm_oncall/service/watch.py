@@ -25,8 +25,8 @@ from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.respond import Responder
 from llm_oncall.respond.history import History
+from llm_oncall.service.observability import Log, Metrics
 from llm_oncall.service.sources import Feed
-from llm_oncall.service.telemetry import Log, Metrics
 
 
 class _Counters:

@@ -10,8 +10,6 @@ from llm_oncall.sim.autoscaler import HpaConfig
 from llm_oncall.sim.clients import DEFAULT_CLIENTS, ClientSpec
 from llm_oncall.sim.engine import EngineConfig, StepModel
 
-INCIDENTS: tuple[str, ...] = FAULTS
-
 
 @dataclass(frozen=True)
 class FaultSpec:
@@ -22,8 +20,8 @@ class FaultSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in INCIDENTS:
-            raise ValueError(f"unknown fault {self.kind!r}; expected one of {INCIDENTS}")
+        if self.kind not in FAULTS:
+            raise ValueError(f"unknown fault {self.kind!r}; expected one of {FAULTS}")
 
 
 @dataclass(frozen=True)

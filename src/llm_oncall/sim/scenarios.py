@@ -6,15 +6,16 @@ import dataclasses
 import random
 from typing import Any
 
+from llm_oncall.incident_ids import FAULTS
 from llm_oncall.sim.autoscaler import HpaConfig
-from llm_oncall.sim.config import INCIDENTS, FaultSpec, FleetConfig, Spike
+from llm_oncall.sim.config import FaultSpec, FleetConfig, Spike
 
 ONSET_S = 300.0
 
 
 def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfig, FaultSpec | None]:
     """`overrides` may set any FleetConfig field, plus `at` (onset) and `params` (fault parameters)."""
-    if incident != "healthy" and incident not in INCIDENTS:
+    if incident != "healthy" and incident not in FAULTS:
         raise ValueError(f"unknown incident {incident!r}")
     rng = random.Random(seed)  # noqa: S311 - simulation, not cryptography
     at = float(overrides.pop("at", ONSET_S + rng.uniform(-30.0, 30.0)))
