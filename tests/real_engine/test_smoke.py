@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .test_incidents import Client, running_load
-from .vllm_env import GEN, KV, PREEMPT, RUNNING, STEPS, WAITING, LoadRun, VllmServer, sample_sums, start_load
+from .vllm_env import GEN, KV, PREEMPT, RUNNING, STEPS, WAITING, VllmServer, sample_sums
 
 pytestmark = pytest.mark.real_engine
 
@@ -23,19 +23,14 @@ LONG_PROMPT = " ".join(["the water is long and people find the way"] * 6)  # 54 
 
 def wait_for(
     server: VllmServer, pred: Callable[[dict[str, float]], bool], timeout_s: float, what: str,
-    load: LoadRun | None = None,
 ) -> dict[str, float]:
-    """The first scrape for which ``pred`` holds. ``timeout_s`` is only a safety net; with ``load``, the wait also
-    ends (failing) once every request of the load has finished, since nothing more can happen."""
+    """The first scrape for which ``pred`` holds; ``timeout_s`` is only a safety net (the loads that callers run
+    last until stopped, so what they wait for cannot have come and gone between two polls)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        done = load is not None and len(load.results) >= load.requests
         m = server.scrape()
         if pred(m):
             return m
-        if done:
-            raise AssertionError(f"the load ended before {what}; last scrape {_brief(m)}; "
-                                 f"errors {load.errors()[:2] if load else []}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last scrape {_brief(m)}")
         time.sleep(0.5)  # each poll renders and parses a 150 kB page: a tight loop competes with the engine
@@ -123,36 +118,34 @@ def _brief(m: dict[str, float]) -> dict[str, float]:
 def test_freeze_gives_hang_signature(vllm_server: VllmServer, target: str) -> None:
     vllm_server.wait_idle()
     base = vllm_server.scrape()
-    # 6 × 800 tokens: thousands of engine steps (the 39-block pool holds one full-length request, the others wait
-    # or are preempted), far longer than the few seconds to the freeze even on a fast idle host.
+    # Six clients that resubmit until stopped: requests are in flight whenever the freeze comes, however fast the
+    # host finishes one (a fixed batch of requests could all be done before the first poll on a fast machine).
     max_tokens = 800
-    load = start_load(vllm_server, requests=6, max_tokens=max_tokens, timeout_s=240)
-    try:
+    clients = [Client(LONG_PROMPT, max_tokens)] * 6
+    with running_load(vllm_server, clients, max_requests=10_000, timeout_s=300) as load:
         seen = wait_for(
             vllm_server,
             lambda m: m[RUNNING] > 0 and m[GEN] > base[GEN] + 20,
             timeout_s=180,
             what="requests running and tokens advancing",
-            load=load,
         )
-        with vllm_server.frozen(target):  # type: ignore[arg-type]
-            done_at_freeze = len(load.results)
-            scrapes, taken = flat_scrapes(vllm_server, 3, timeout_s=60)
-            brief = {"before": _brief(seen), "frozen": [_brief(m) for m in scrapes], "scrapes_to_flat": taken,
-                     "finished_at_freeze": f"{done_at_freeze}/{load.requests}"}
-            print(f"\n[freeze {target}] {brief}")
-            assert done_at_freeze < load.requests, brief
-            assert all(m[RUNNING] > 0 for m in scrapes), brief
-            assert len({m[GEN] for m in scrapes}) == 1, brief
-            assert len({m[STEPS] for m in scrapes}) == 1, brief
-        frozen_tokens = scrapes[-1][GEN]
-        wait_for(vllm_server, lambda m: m[GEN] > frozen_tokens, timeout_s=180, what="tokens advancing after thaw",
-                 load=load)
-    finally:
-        vllm_server.thaw()
-        results = load.join()
-    assert not load.errors(), load.errors()
-    assert all(r["usage"]["completion_tokens"] == max_tokens for r in results if isinstance(r, dict))
+        try:
+            with vllm_server.frozen(target):  # type: ignore[arg-type]
+                scrapes, taken = flat_scrapes(vllm_server, 3, timeout_s=60)
+                brief = {"before": _brief(seen), "frozen": [_brief(m) for m in scrapes], "scrapes_to_flat": taken,
+                         "answered_before_thaw": load.ok}
+                print(f"\n[freeze {target}] {brief}")
+                assert all(m[RUNNING] > 0 for m in scrapes), brief
+                assert len({m[GEN] for m in scrapes}) == 1, brief
+                assert len({m[STEPS] for m in scrapes}) == 1, brief
+            frozen_tokens = scrapes[-1][GEN]
+            wait_for(vllm_server, lambda m: m[GEN] > frozen_tokens, timeout_s=180, what="tokens advancing after thaw")
+        finally:
+            vllm_server.thaw()
+        errors = list(load.errors)
+        tokens = list(load.completion_tokens)
+    assert not errors, errors[:3]
+    assert all(n == max_tokens for n in tokens), tokens
     vllm_server.wait_idle()
 
 

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import random
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from llm_oncall.probe.golden import GoldenProber, probe_fleet, record_fleet
 from llm_oncall.signals.events import Event
 from llm_oncall.signals.source import Batch, Observation, Target, parse_for
-from llm_oncall.sim import Fleet
+from llm_oncall.sim import Fleet, FleetConfig, scenario
+from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
 
 class SimSource:
@@ -84,3 +89,42 @@ class SimSource:
                     batch.problems.append(str(exc))
             self._events_seen = fleet.events_recorded
         return batch
+
+
+@dataclass
+class ServedSim:
+    """A simulated fleet served as a real one is: its telemetry through a SimSource, its Kubernetes API over HTTP
+    (a kubeconfig the actions use through lightkube), its clock the fleet's own."""
+
+    source: SimSource
+    fleet: Fleet
+    kubeconfig: Path
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def clock(self) -> float:
+        return self.fleet.cfg.epoch + self.fleet.now
+
+    def close(self) -> None:
+        for c in reversed(self.closers):
+            c()
+        self.closers.clear()
+
+
+def serve_sim(seed: int, step_s: float, fault: str | None = None, pods: int | None = None, at: float | None = None,
+              rate_per_pod: float | None = None) -> ServedSim:
+    """Start a simulated fleet (healthy, or with `fault` from its seeded scenario) and its Kubernetes API."""
+    if fault is None:
+        fleet = Fleet(FleetConfig(pods=pods or 4, rate_per_pod=rate_per_pod or 8.0, dcgm_custom_csv=True), seed=seed)
+    else:
+        over: dict[str, Any] = {} if pods is None else {"pods": pods}
+        if at is not None:
+            over["at"] = at
+        if rate_per_pod is not None:
+            over["rate_per_pod"] = rate_per_pod
+        fc, spec = scenario(fault, seed, **over)
+        fleet = Fleet(fc, seed=seed, fault=spec)
+    cluster = KubeCluster(fleet)
+    server = KubeApiServer(cluster).start()
+    tmp = tempfile.TemporaryDirectory(prefix="llm-oncall-serve-")
+    kubeconfig = server.write_kubeconfig(Path(tmp.name) / "kubeconfig")
+    return ServedSim(SimSource(fleet, step_s, lock=cluster.lock), fleet, kubeconfig, [tmp.cleanup, server.stop])

@@ -3,13 +3,12 @@ and a file_sd list re-read every round.  `Feed.rounds()` hands the autopilot wha
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from llm_oncall.respond.simsource import serve_sim
 from llm_oncall.service.config import ServiceConfig
 from llm_oncall.signals.prometheus import PrometheusSource
 from llm_oncall.signals.scrape import ScrapeSource
@@ -41,7 +40,8 @@ class Feed:
     kubeconfig: Path | None = None
     namespace: str | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
-    sim: Any = None
+    simulated: bool = False
+    """A simulated fleet: its history restarts with it (nothing to warm from the store)."""
     clock: Callable[[], float] = time.time
     """The clock of the fleet the loop serves: the wall clock, or the simulator's own (it advances one step per
     round, so cooldowns, verification windows and the diagnosis' age are counted in its time)."""
@@ -56,29 +56,11 @@ def build(cfg: ServiceConfig) -> Feed:
     src = cfg.source
     timeout = min(10.0, max(0.5, cfg.interval * 0.8))
     if src.sim is not None:
-        from llm_oncall.respond.simsource import SimSource
-        from llm_oncall.sim import Fleet, FleetConfig, scenario
-        from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
-
         s = src.sim
-        if s.fault is None:
-            fleet = Fleet(FleetConfig(pods=s.pods or 4, rate_per_pod=s.rate_per_pod or 8.0, dcgm_custom_csv=True),
-                          seed=s.seed)
-        else:
-            over: dict[str, Any] = {} if s.pods is None else {"pods": s.pods}
-            if s.at is not None:
-                over["at"] = s.at
-            if s.rate_per_pod is not None:
-                over["rate_per_pod"] = s.rate_per_pod
-            fc, spec = scenario(s.fault, s.seed, **over)
-            fleet = Fleet(fc, seed=s.seed, fault=spec)
-        cluster = KubeCluster(fleet)
-        server = KubeApiServer(cluster).start()
-        tmp = tempfile.TemporaryDirectory(prefix="llm-oncall-serve-")
-        kc = server.write_kubeconfig(Path(tmp.name) / "kubeconfig")
-        feed = Feed(SimSource(fleet, s.step, lock=cluster.lock), s.step, kubeconfig=kc,
-                    namespace=fleet.cfg.namespace, sim=fleet, clock=lambda: fleet.cfg.epoch + fleet.now)
-        feed.closers += [tmp.cleanup, server.stop]
+        served = serve_sim(s.seed, s.step, s.fault, pods=s.pods, at=s.at, rate_per_pod=s.rate_per_pod)
+        feed = Feed(served.source, s.step, kubeconfig=served.kubeconfig, namespace=served.fleet.cfg.namespace,
+                    simulated=True, clock=served.clock)
+        feed.closers.append(served.close)
         return feed
     if src.prometheus is not None:
         window = 40 * cfg.interval

@@ -52,7 +52,7 @@ class Watcher:
         self.log = log
         # The simulator restarts with the service (a new fleet at t = 0) and Prometheus answers its own history:
         # only scraped sources keep theirs for a restart.
-        history = History(store.path, HISTORY) if feed.sim is None and not feed.replay else None
+        history = History(store.path, HISTORY) if not feed.simulated and not feed.replay else None
         self.responder = Responder(feed.source, feed.interval_s, store, ledger, actuator, mode, clock=feed.clock,
                                    log=log, counters=_Counters(metrics), namespace=feed.namespace,
                                    resolve_after=resolve_after, replay=feed.replay, actor="llm-oncall-serve",

@@ -29,7 +29,9 @@ class Agg(StrEnum):
     MEAN = "mean"
 
 
-class Source(StrEnum):
+class Exporter(StrEnum):
+    """Which exporter writes a signal's series (so a scrape of one keeps only its own names)."""
+
     VLLM = "vllm"
     DCGM = "dcgm"
     KUBE = "kube"
@@ -52,7 +54,7 @@ class Signal:
     unit: str
     agg: Agg
     spellings: tuple[Spelling, ...]
-    source: Source = Source.VLLM
+    exporter: Exporter = Exporter.VLLM
     description: str = ""
 
     def sample_names(self) -> frozenset[str]:
@@ -162,52 +164,52 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("gpu_util", Kind.GAUGE, "percent", Agg.MEAN, (
         _s("DCGM_FI_DEV_GPU_UTIL", "dcgm-exporter"),
         _s("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM 4.6 names", scale=100.0),
-        _s("dcgm_gpu_utilization", "dcgm-exporter 1.x")), source=Source.DCGM),
+        _s("dcgm_gpu_utilization", "dcgm-exporter 1.x")), exporter=Exporter.DCGM),
     Signal("xid_last", Kind.GAUGE, "xid code", Agg.MAX, (
         _s("DCGM_FI_DEV_XID_ERRORS", "dcgm-exporter"),
         _s("DCGM_FI_DEV_XID_ERROR", "DCGM 4.6 names"),
-        _s("dcgm_xid_errors", "dcgm-exporter 1.x")), source=Source.DCGM,
+        _s("dcgm_xid_errors", "dcgm-exporter 1.x")), exporter=Exporter.DCGM,
         description="most recent XID code (a last-value gauge, not a count)"),
     Signal("ecc_sbe_volatile", Kind.COUNTER, "errors", Agg.SUM, (
         _s("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "dcgm-exporter (custom CSV)"),
-        _s("dcgm_ecc_sbe_volatile_total", "dcgm-exporter 1.x")), source=Source.DCGM),
+        _s("dcgm_ecc_sbe_volatile_total", "dcgm-exporter 1.x")), exporter=Exporter.DCGM),
     Signal("ecc_dbe_volatile", Kind.COUNTER, "errors", Agg.SUM, (
         _s("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "dcgm-exporter (custom CSV)"),
-        _s("dcgm_ecc_dbe_volatile_total", "dcgm-exporter 1.x")), source=Source.DCGM),
+        _s("dcgm_ecc_dbe_volatile_total", "dcgm-exporter 1.x")), exporter=Exporter.DCGM),
     Signal("remapped_rows_uncorrectable", Kind.COUNTER, "rows", Agg.SUM, (
         _s("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "dcgm-exporter"),
-        _s("DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "DCGM 4.6 names")), source=Source.DCGM),
+        _s("DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL", "DCGM 4.6 names")), exporter=Exporter.DCGM),
     Signal("remapped_rows_correctable", Kind.COUNTER, "rows", Agg.SUM, (
         _s("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "dcgm-exporter"),
-        _s("DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", "DCGM 4.6 names")), source=Source.DCGM),
+        _s("DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL", "DCGM 4.6 names")), exporter=Exporter.DCGM),
     Signal("row_remap_failure", Kind.GAUGE, "bool", Agg.MAX, (
         _s("DCGM_FI_DEV_ROW_REMAP_FAILURE", "dcgm-exporter"),
-        _s("DCGM_FI_DEV_ROW_REMAP_FAILED", "DCGM 4.6 names")), source=Source.DCGM),
+        _s("DCGM_FI_DEV_ROW_REMAP_FAILED", "DCGM 4.6 names")), exporter=Exporter.DCGM),
     Signal("row_remap_pending", Kind.GAUGE, "bool", Agg.MAX, (
-        _s("DCGM_FI_DEV_ROW_REMAP_PENDING", "dcgm-exporter (custom field)"),), source=Source.DCGM),
+        _s("DCGM_FI_DEV_ROW_REMAP_PENDING", "dcgm-exporter (custom field)"),), exporter=Exporter.DCGM),
     Signal("nvlink_crc_errors", Kind.COUNTER, "errors", Agg.SUM, (
         _s("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "dcgm-exporter (custom CSV)"),
-        _s("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL", "DCGM 4.6 names")), source=Source.DCGM),
+        _s("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_TOTAL", "DCGM 4.6 names")), exporter=Exporter.DCGM),
     Signal("nvlink_crc_data_errors", Kind.COUNTER, "errors", Agg.SUM, (
         _s("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", "dcgm-exporter (custom CSV)"),
-        _s("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL", "DCGM 4.6 names")), source=Source.DCGM),
+        _s("DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_TOTAL", "DCGM 4.6 names")), exporter=Exporter.DCGM),
     Signal("nvlink_replay_errors", Kind.COUNTER, "errors", Agg.SUM, (
         _s("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "dcgm-exporter (custom CSV)"),
-        _s("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL", "DCGM 4.6 names")), source=Source.DCGM),
+        _s("DCGM_FI_DEV_NVLINK_REPLAY_ERROR_TOTAL", "DCGM 4.6 names")), exporter=Exporter.DCGM),
     Signal("nvlink_recovery_errors", Kind.COUNTER, "errors", Agg.SUM, (
         _s("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "dcgm-exporter (custom CSV)"),
-        _s("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL", "DCGM 4.6 names")), source=Source.DCGM),
+        _s("DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL", "DCGM 4.6 names")), exporter=Exporter.DCGM),
     # kube-state-metrics, as a cluster's Prometheus sees it.
     Signal("container_restarts", Kind.COUNTER, "restarts", Agg.SUM, (
-        _s("kube_pod_container_status_restarts_total", "kube-state-metrics"),), source=Source.KUBE),
+        _s("kube_pod_container_status_restarts_total", "kube-state-metrics"),), exporter=Exporter.KUBE),
     Signal("configmap_version", Kind.GAUGE, "resource version", Agg.MAX, (
-        _s("kube_configmap_metadata_resource_version", "kube-state-metrics"),), source=Source.KUBE),
+        _s("kube_configmap_metadata_resource_version", "kube-state-metrics"),), exporter=Exporter.KUBE),
     Signal("deployment_generation", Kind.GAUGE, "generation", Agg.MAX, (
-        _s("kube_deployment_metadata_generation", "kube-state-metrics"),), source=Source.KUBE),
+        _s("kube_deployment_metadata_generation", "kube-state-metrics"),), exporter=Exporter.KUBE),
     Signal("deployment_observed_generation", Kind.GAUGE, "generation", Agg.MAX, (
-        _s("kube_deployment_status_observed_generation", "kube-state-metrics"),), source=Source.KUBE),
+        _s("kube_deployment_status_observed_generation", "kube-state-metrics"),), exporter=Exporter.KUBE),
     Signal("pod_waiting_reason", Kind.GAUGE, "bool", Agg.MAX, (
-        _s("kube_pod_container_status_waiting_reason", "kube-state-metrics"),), source=Source.KUBE),
+        _s("kube_pod_container_status_waiting_reason", "kube-state-metrics"),), exporter=Exporter.KUBE),
 )
 
 BY_KEY: dict[str, Signal] = {s.key: s for s in SIGNALS}
@@ -227,11 +229,11 @@ def signal(key: str) -> Signal:
         raise KeyError(f"unknown signal {key!r}; known: {', '.join(sorted(BY_KEY))}") from None
 
 
-def wanted_names(source: Source | None = None) -> frozenset[str]:
-    """Sample names the parser must keep for the given source (all sources when None)."""
+def wanted_names(exporter: Exporter | None = None) -> frozenset[str]:
+    """Sample names the parser must keep for the given exporter (all exporters when None)."""
     names: set[str] = set()
     for sig in SIGNALS:
-        if source is None or sig.source is source:
+        if exporter is None or sig.exporter is exporter:
             names |= sig.sample_names()
     return frozenset(names)
 

@@ -17,8 +17,7 @@ from typing import Any
 
 import httpx
 
-from llm_oncall.signals.catalog import SIGNALS, Kind, Signal, escape
-from llm_oncall.signals.catalog import Source as SignalSource
+from llm_oncall.signals.catalog import SIGNALS, Exporter, Kind, Signal, escape
 from llm_oncall.signals.exposition import Page, Sample
 from llm_oncall.signals.source import Batch, Observation, Target, valid_name
 
@@ -72,7 +71,7 @@ def promql(sig: Signal, selector: str = "", by: str = "pod", window: str = "5m")
 def _kind_of(name: str) -> str:
     for sig in SIGNALS:
         if name in sig.sample_names():
-            return {SignalSource.DCGM: "dcgm", SignalSource.KUBE: "kube"}.get(sig.source, "vllm")
+            return {Exporter.DCGM: "dcgm", Exporter.KUBE: "kube"}.get(sig.exporter, "vllm")
     return "vllm"
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_oncall.signals.catalog import DCGM_SENTINELS, Kind, Signal, Source, escape, is_router_series
+from llm_oncall.signals.catalog import DCGM_SENTINELS, Exporter, Kind, Signal, escape, is_router_series
 from llm_oncall.signals.exposition import Labels, Page, Sample
 
 
@@ -79,8 +79,8 @@ def _resolve(page: Page, sig: Signal) -> Resolved | None:
 
 def _usable(samples: Iterable[Sample], sig: Signal, match: Mapping[str, str] | None) -> Iterator[Sample]:
     """The samples that carry a value for `sig`: not NaN, not a DCGM sentinel, not a router's, matching `match`."""
-    dcgm = sig.source is Source.DCGM
-    vllm = sig.source is Source.VLLM
+    dcgm = sig.exporter is Exporter.DCGM
+    vllm = sig.exporter is Exporter.VLLM
     for sample in samples:
         value = sample.value
         if math.isnan(value) or (dcgm and value in DCGM_SENTINELS):

@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llm_oncall.signals.catalog import WANTED_ALL, wanted_names
-from llm_oncall.signals.catalog import Source as SignalSource
+from llm_oncall.signals.catalog import WANTED_ALL, Exporter, wanted_names
 from llm_oncall.signals.events import Event
 from llm_oncall.signals.exposition import Page, parse
 
@@ -21,9 +20,9 @@ TARGET_KINDS = ("vllm", "dcgm", "kube", "gateway", "prober")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
 _WANTED = {
-    "vllm": wanted_names(SignalSource.VLLM),
-    "dcgm": wanted_names(SignalSource.DCGM),
-    "kube": wanted_names(SignalSource.KUBE),
+    "vllm": wanted_names(Exporter.VLLM),
+    "dcgm": wanted_names(Exporter.DCGM),
+    "kube": wanted_names(Exporter.KUBE),
 }
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
-from llm_oncall.sim import faults, kube, lifecycle, textgen
+from llm_oncall.sim import faults, kubestate, lifecycle, textgen
 from llm_oncall.sim.autoscaler import Autoscaler
 from llm_oncall.sim.clients import Job, Workload
 from llm_oncall.sim.config import FaultSpec, FleetConfig, GroundTruth
@@ -146,7 +146,7 @@ class Fleet:
         return self.gateway.render() if self.cfg.gateway_metrics else ""
 
     def render_kube_state(self) -> str:
-        return kube.render(self)
+        return kubestate.render(self)
 
     def new_log_lines(self, pod: str) -> list[str]:
         p = self.by_name[pod]
