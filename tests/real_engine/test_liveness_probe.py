@@ -20,7 +20,8 @@ from tests.testkit import wait_for
 from llm_oncall.probe.liveness import LivenessConfig, Verdict
 from llm_oncall.probe.server import LivenessSidecar, http_fetch
 
-from .vllm_env import VllmServer, start_load
+from .test_incidents import Client, Load
+from .vllm_env import VllmServer
 
 pytestmark = pytest.mark.real_engine
 
@@ -35,6 +36,7 @@ EPS = 1e-6  # slot times are sums of floats
 # host. DRAIN_CAP_S only proves the 503 comes in bounded wall time.
 SCHED_S = 1.5
 DRAIN_CAP_S = 60.0
+PROMPT = "the water is long and people find the way"
 
 
 @dataclass(frozen=True)
@@ -86,16 +88,13 @@ def test_livez_follows_forward_progress(vllm_server: VllmServer) -> None:
             assert all(s.verdict.status == "idle" for s in sidecar.seen), sidecar.trace()
             code, body = _livez(sidecar)
             assert (code, body["status"]) == (200, "idle"), body
-            # Each request grows to ~29 of the 39 KV blocks: few run, the rest queue (and get preempted). A warm
-            # server decodes the tiny model at up to ~3,600 tokens/s (12 such requests were done in 3 s), so 32 of
-            # them keep a queue for longer than the probe needs to see it.
+            # Each request grows to ~29 of the 39 KV blocks: few run, the rest queue (and get preempted). 32 clients
+            # that resubmit until stopped keep that queue, and requests running at the freeze, however fast the
+            # host decodes (a warm server did 12 such requests in 3 s: a fixed batch can drain between polls).
             loaded_from = len(sidecar.seen)
-            load = start_load(vllm_server, requests=32, max_tokens=900, timeout_s=300)
+            load = Load(vllm_server, [Client(PROMPT, 900)] * 32, max_requests=100_000, timeout_s=300).start()
             try:
                 def queue_seen() -> bool:
-                    if len(load.results) >= load.requests:
-                        raise AssertionError(f"the load finished before the probe saw its queue; errors "
-                                             f"{load.errors()[:2]}\n{sidecar.trace(loaded_from)}")
                     return sum(s.verdict.status == "ok" and (s.verdict.waiting or 0) > 0
                                for s in sidecar.seen[loaded_from:]) >= 2
                 wait_for(queue_seen, 180, "two probe scrapes of the server stepping with a queue")
@@ -152,7 +151,8 @@ def test_livez_follows_forward_progress(vllm_server: VllmServer) -> None:
                 code, body = _livez(sidecar)
                 assert code == 200, body
             finally:
-                load.join(360)
-            assert not load.errors(), load.errors()
+                errors = list(load.errors)
+                load.stop()
+            assert not errors, errors[:3]
     finally:
         close()
