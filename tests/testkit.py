@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -122,6 +123,17 @@ def stop_process(proc: subprocess.Popen[Any], grace_s: float = 10) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=5)
+
+
+def db_rows(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a query on a store another process is writing (read-only; none while its tables are not there)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        return list(con.execute(sql, args).fetchall())
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()
 
 
 def spawn_serve(cfg: Path, log: Path) -> subprocess.Popen[bytes]:

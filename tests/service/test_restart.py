@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,22 +14,12 @@ from typing import Any
 import httpx
 import yaml
 from tests.service.conftest import API, APPROVE, WEBHOOK, auth
-from tests.testkit import free_port, http_ok, spawn_serve, start_sim, wait_for
+from tests.testkit import db_rows, free_port, http_ok, spawn_serve, start_sim, wait_for
 
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.autoscaler import HpaConfig
 
 NS, DEP = "llm", "vllm-llama-8b"
-
-
-def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return list(con.execute(sql).fetchall())
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        con.close()
 
 
 def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: Path) -> None:
@@ -84,7 +73,7 @@ def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: P
             return int(d["spec"]["replicas"])
 
         wait_for(lambda: replicas() == want, 60, "the scale write to land")
-        wait_for(lambda: _rows(db, "SELECT status FROM executions") == [("started",)], 10,
+        wait_for(lambda: db_rows(db, "SELECT status FROM executions") == [("started",)], 10,
                  "the intent (started, no result) in the ledger")
         procs[0].kill()  # kill -9, mid-call
         procs[0].wait(10)
@@ -94,11 +83,11 @@ def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: P
 
         procs.append(spawn_serve(cfg, log))
         wait_for(lambda: http_ok(f"{url}/healthz"), 30, "serve to answer /healthz again")
-        wait_for(lambda: _rows(db, "SELECT status FROM executions") == [("executed",)], 30,
+        wait_for(lambda: db_rows(db, "SELECT status FROM executions") == [("executed",)], 30,
                  "the intent reconciled as executed")
         rounds = httpx.get(f"{url}/healthz").json()["rounds"]
         wait_for(lambda: httpx.get(f"{url}/healthz").json()["rounds"] >= rounds + 10, 60, "10 more rounds")
-        steps = [s for (s,) in _rows(db, "SELECT step FROM audit ORDER BY seq")]
+        steps = [s for (s,) in db_rows(db, "SELECT step FROM audit ORDER BY seq")]
         assert steps.count("execute") == 1 and "reconciled" in steps
         scale_writes = [e for e in sim.kube.faults.log[seen:] if e[0] == "PATCH" and e[1].endswith("/scale")]
         assert scale_writes == []  # never sent again

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -16,19 +15,9 @@ from typing import Any
 import httpx
 import yaml
 from tests.service.conftest import API, WEBHOOK, auth
-from tests.testkit import free_port, http_ok, spawn_serve, start_sim, wait_for
+from tests.testkit import db_rows, free_port, http_ok, spawn_serve, start_sim, wait_for
 
 from llm_oncall.sim import Fleet, scenario
-
-
-def _rows(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return list(con.execute(sql, args).fetchall())
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        con.close()
 
 
 def test_kill_9_mid_hang_the_restart_still_sees_the_hang(tmp_path: Path) -> None:
@@ -67,10 +56,10 @@ def test_kill_9_mid_hang_the_restart_still_sees_the_hang(tmp_path: Path) -> None
 
         procs.append(spawn_serve(cfg, log))
         wait_for(lambda: http_ok(f"{url}/healthz"), 30, "serve to answer /healthz again")
-        wait_for(lambda: bool(_rows(db, "SELECT 1 FROM telemetry WHERE scope = 'diagnosis' AND t > ?",
-                                    (killed_at,))), 30, "a round after the restart")
-        after = _rows(db, "SELECT signal, value FROM telemetry WHERE scope = 'diagnosis' AND t > ? ORDER BY t LIMIT 1",
-                      (killed_at,))
+        wait_for(lambda: bool(db_rows(db, "SELECT 1 FROM telemetry WHERE scope = 'diagnosis' AND t > ?",
+                                      (killed_at,))), 30, "a round after the restart")
+        after = db_rows(db, "SELECT signal, value FROM telemetry WHERE scope = 'diagnosis' AND t > ? "
+                        "ORDER BY t LIMIT 1", (killed_at,))
         assert after == [("engine-hang", 2.0)], after  # the first round after the restart pages the hang
         lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
         warm = [x for x in lines if x["msg"].startswith("warm restart")]

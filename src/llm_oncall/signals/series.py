@@ -352,9 +352,10 @@ def pairs(scrapes: list[Scrape]) -> Iterator[tuple[Page, Page]]:
         yield a.page, b.page
 
 
-def counter_increase(scrapes: list[Scrape], sig: Signal, match: Mapping[str, str] | None = None
-                     ) -> float | None:
-    """Increase of a counter across consecutive successful scrapes, resets handled."""
+def counter_increase(scrapes: list[Scrape], sig: Signal, match: Mapping[str, str] | None = None,
+                     keep: Callable[[Labels], bool] | None = None) -> float | None:
+    """Increase of a counter across consecutive successful scrapes, resets handled; over the label sets `keep`
+    accepts when given (e.g. some HTTP handlers, not their 4xx)."""
     if len(scrapes) < 2:
         return None
     total = 0.0
@@ -365,26 +366,8 @@ def counter_increase(scrapes: list[Scrape], sig: Signal, match: Mapping[str, str
         vec = vector(s.page, sig, match)
         if vec is None:
             continue
-        if prev_vec is not None:
-            total += _increase(prev_vec, vec)
-            seen = True
-        prev_vec = vec
-    return total if seen else None
-
-
-def counter_increase_where(scrapes: list[Scrape], sig: Signal, keep: Callable[[Labels], bool]) -> float | None:
-    """Like `counter_increase`, over the label sets `keep` accepts (e.g. some HTTP handlers, not their 4xx)."""
-    if len(scrapes) < 2:
-        return None
-    total = 0.0
-    seen = False
-    prev_vec: dict[Labels, float] | None = None
-    for s in scrapes:
-        assert s.page is not None
-        full = vector(s.page, sig)
-        if full is None:
-            continue
-        vec = {labels: v for labels, v in full.items() if keep(labels)}
+        if keep is not None:
+            vec = {labels: v for labels, v in vec.items() if keep(labels)}
         if prev_vec is not None:
             total += _increase(prev_vec, vec)
             seen = True

@@ -22,7 +22,6 @@ from llm_oncall.signals.series import (
     Scrape,
     TargetSeries,
     counter_increase,
-    counter_increase_where,
     gauge,
     merge,
     resolve,
@@ -294,7 +293,7 @@ def pod_snapshot(series: TargetSeries, end: float, window_s: float, stale_after_
     steps = counter_increase_heartbeat(scrapes)
     http = rate("http_requests")
     http_5xx = rate("http_requests", {"status": "5xx"})
-    http_inference = _rate(counter_increase_where(scrapes, BY_KEY["http_requests"], _inference_request), span)
+    http_inference = _rate(counter_increase(scrapes, BY_KEY["http_requests"], keep=_inference_request), span)
     model = None
     running_vec = vector(page, BY_KEY["running"])
     if running_vec:
