@@ -500,9 +500,20 @@ class Responder:
             self.log.info("incident resolved", incident_id=c.id)
             self.notify(c.id, "status", "resolved", {"status": "resolved"})
             self._hand_back(c)
+            self._close_plan(c)
             assert self.cases is not None
             del self.cases[c.id]
             self.resolved.append(c)
+
+    def _close_plan(self, c: Case) -> None:
+        """Resolved: what still waited for approval is not needed any more (and can no longer be approved)."""
+        p = c.plan
+        if p is None or not any(a.status in PENDING for a in p.actions):
+            return
+        for a in p.actions:
+            if a.status in PENDING:
+                a.status, a.result = "skipped", "not taken: the incident resolved without it"
+        self.ledger.save_plan(p.id, p.incident, p.to_json())
 
     def _hand_back(self, c: Case) -> None:
         """Resolved: an autoscaler's floor the fix raised goes back to what it was, so the autoscaler owns the
