@@ -445,10 +445,11 @@ def _log_samples(text: str) -> list[Sample] | None:
 
 
 # Plain text that is a log or command output, not a model's answer: a timestamp or level at the start of
-# the line, a bracketed prefix, a table row; or a log level
+# the line (also Go's "2025/11/25 22:33:36"), a bracketed prefix, a table row, a snake_case function name
+# before a colon (llama.cpp's "load_tensors: ...", "print_info: ..."); or a log level
 # anywhere in the line (an indented quote of "nvidia-modeset: ERROR: GPU:0: ..." is still a log).
-_LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}[\d+]|\d{4}-\d\d-\d\d[ T]|\d{1,2}:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d |"
-                      r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=])")
+_LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}[\d+]|\d{4}[-/]\d\d[-/]\d\d[ T]|\d{1,2}:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d |"
+                      r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=]|[a-z][a-z0-9]{0,30}_[a-z0-9_]{1,40} ?: )")
 _LEVEL = re.compile(r"\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 # Producers whose output is never a model's answer: repetition in their rows (one state per NVLink link, the
 # same driver message every second) is the format, not a degenerate completion.

@@ -35,7 +35,7 @@ _ANNOTATION = re.compile(r"\s{1,8}(?:<-{1,3}|←|#\s{0,2}<-{1,3})\s{0,4}[^\n]{0,
 # a log or command line: a timestamp, a level, a bracketed/parenthesised prefix, a table row, a key: value
 # dump of a tool, a Python frame, a snake_case function name before a colon (an engine's own message)
 _LOGLIKE = re.compile(
-    r"^\s{0,8}(?:\[\s{0,8}[\w+]|\d{4}-\d\d-\d\d[ T]|\d{1,2}:\d\d(?::\d\d)?|[A-Z][a-z]{2} [ \d]\d |[IWEF]\d{4} |"
+    r"^\s{0,8}(?:\[\s{0,8}[\w+]|\d{4}[-/]\d\d[-/]\d\d[ T]|\d{1,2}:\d\d(?::\d\d)?|[A-Z][a-z]{2} [ \d]\d |[IWEF]\d{4} |"
     r"\(\w{1,40} pid=\d{1,8}\)|\||\+[-=]|File \"|Traceback|\$ |# |\w{1,40}\[\d{1,10}\]:|"
     r"[\w.-]{1,60}:\d{1,10}:\d{1,10} |[a-z][a-z0-9]{0,30}_[a-z0-9_]{1,40} ?: )"
 )
