@@ -9,9 +9,11 @@ reader splits the document into prose, log/command blocks and quoted model outpu
   ``line_of`` maps a cleaned line back (identity by construction, kept explicit for callers);
 - ``blocks``: the segments, each ``prose``, ``log`` or ``fence`` with its original line range;
 - ``quoted``: text in prose that quotes a model's output: a double-quoted span, the rest of a line after
-  a colon cue (``looks like:``, ``output:``), the paragraph under such a cue, a blockquote or a fenced
-  block that is not a log or command output. The output analyzer measures these; log and command text is
-  never one (timestamps, levels, table rows, producer markers such as NCCL or NVRM).
+  a colon cue (``looks like:``, ``output:``) or a chat speaker label (``AI:``), the paragraph under such a cue
+  (or under a line ending in one without a colon: ``The output ... is``), a blockquote or a fenced
+  block that is not a log or command output; ``named`` when the cue line calls it gibberish or garbage. The
+  output analyzer measures these; log and command text is never one (timestamps, levels, table rows,
+  producer markers such as NCCL or NVRM).
 
 Wrapped lines are re-joined by the signature matcher (which knows the wrap width); the reader keeps the line
 count so the map stays exact. Everything here is linear in the text and never raises on content.
