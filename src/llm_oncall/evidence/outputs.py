@@ -23,6 +23,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from llm_oncall.evidence.model import Finding, compact, line_numbers, split_lines
@@ -110,6 +111,18 @@ def _word_loop(text: str) -> float:
     return len(set(words)) / len(words)
 
 
+STUTTER_SHARE = 0.3
+
+
+def _stutter(text: str) -> float:
+    """Share of words equal to the word before them ("The The answer answer to to"): a decoder that emits every
+    token twice or more. Normal prose doubles a word almost never ("had had"); 8+ words needed."""
+    words = [w.lower() for w in text.split() if any(ch.isalnum() for ch in w)]
+    if len(words) < 8:
+        return 0.0
+    return sum(1 for a, b in pairwise(words) if a == b) / (len(words) - 1)
+
+
 NGRAM = 4
 # 150-word chunks of this repository's docs, code and YAML (491 of them) repeat at most 20% of their 4-grams
 # (median 0): 0.3 keeps a margin above healthy text, including code and JSON.
@@ -151,13 +164,17 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
     most = top_n >= 10 and top_n / len(visible) >= 0.5 and re.search(re.escape(top) * 10, visible) is not None
     if not top.isalnum() and (whole or most):
         reasons.append("one_character")  # "!!!!!!!!": one symbol fills the output
+    elif (top.isalnum() and len(visible) >= 20 and top_n / len(visible) >= 0.6
+          and re.search(re.escape(top) * 10, visible) and not re.search(r"[^\W\d_]{3}", text)):
+        reasons.append("one_character")  # "000000000000000\n1150000000000001": one digit or letter, no word
     elif not any(ch.isalnum() for ch in visible) and not _is_json(text):
         reasons.append("no_words")  # nothing but punctuation and symbols: ", , ,"
     loop = _loop(text)
     if loop is not None and "one_character" not in reasons:
         reasons.append("repetition")
         scores["loop_repeats"] = float(loop[1])
-    elif _word_loop(text) < 0.15 or _repeated_ngrams(text) >= REPEATED_NGRAM_SHARE:
+    elif (_word_loop(text) < 0.15 or _repeated_ngrams(text) >= REPEATED_NGRAM_SHARE
+          or _stutter(text) >= STUTTER_SHARE):
         reasons.append("repetition")
     if _function_word_share(text) >= FUNCTION_WORD_SALAD or _glued_words(text) >= GLUED_WORDS:
         reasons.append("word_salad")
@@ -445,10 +462,11 @@ def _log_samples(text: str) -> list[Sample] | None:
 
 
 # Plain text that is a log or command output, not a model's answer: a timestamp or level at the start of
-# the line, a bracketed prefix, a table row; or a log level
+# the line (also Go's "2025/11/25 22:33:36"), a bracketed prefix, a table row, a snake_case function name
+# before a colon (llama.cpp's "load_tensors: ...", "print_info: ..."); or a log level
 # anywhere in the line (an indented quote of "nvidia-modeset: ERROR: GPU:0: ..." is still a log).
-_LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}[\d+]|\d{4}-\d\d-\d\d[ T]|\d{1,2}:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d |"
-                      r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=])")
+_LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}[\d+]|\d{4}[-/]\d\d[-/]\d\d[ T]|\d{1,2}:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d |"
+                      r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=]|[a-z][a-z0-9]{0,30}_[a-z0-9_]{1,40} ?: )")
 _LEVEL = re.compile(r"\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 # Producers whose output is never a model's answer: repetition in their rows (one state per NVLink link, the
 # same driver message every second) is the format, not a degenerate completion.
@@ -534,6 +552,9 @@ def _finding(text: str, name: str, plain: bool) -> Finding | None:
                    category="benign")
 
 
+_REPR_LINE = re.compile(r"""^\s{0,8}(?:'[^'\n]{8,4000}'|"[^"\n]{8,4000}")\s*$""")
+
+
 def parse_quoted(text: str, name: str) -> Finding | None:
     """Model outputs quoted in the prose of a pasted document (the paste reader finds them: a quoted span,
     the text after an "output:" cue, a blockquote or fence that is not a log): a finding when one is
@@ -546,6 +567,16 @@ def parse_quoted(text: str, name: str) -> Finding | None:
         g = garbage(q.text)
         if g.garbage:
             bad.append((q.line, q.text, g.reasons))
+            continue
+        # a Python string literal printed with repr() ('L 1. 000\n\n...'): measured as the string it holds
+        for k, ln in enumerate(q.text.splitlines()[:200]):
+            lit = _literal(ln.strip()) if _REPR_LINE.match(ln) else None
+            if lit is not None and garbage(lit).garbage:
+                bad.append((q.line + k, lit, garbage(lit).reasons))
+                break
+        else:
+            if q.named:  # the user calls it gibberish / garbage / garbled right above it
+                bad.append((q.line, q.text, ("called_garbage",)))
     if not bad:
         return None
     sample = bad[0][1]

@@ -9,9 +9,11 @@ reader splits the document into prose, log/command blocks and quoted model outpu
   ``line_of`` maps a cleaned line back (identity by construction, kept explicit for callers);
 - ``blocks``: the segments, each ``prose``, ``log`` or ``fence`` with its original line range;
 - ``quoted``: text in prose that quotes a model's output: a double-quoted span, the rest of a line after
-  a colon cue (``looks like:``, ``output:``), the paragraph under such a cue, a blockquote or a fenced
-  block that is not a log or command output. The output analyzer measures these; log and command text is
-  never one (timestamps, levels, table rows, producer markers such as NCCL or NVRM).
+  a colon cue (``looks like:``, ``output:``) or a chat speaker label (``AI:``), the paragraph under such a cue
+  (or under a line ending in one without a colon: ``The output ... is``), a blockquote or a fenced
+  block that is not a log or command output; ``named`` when the cue line calls it gibberish or garbage. The
+  output analyzer measures these; log and command text is never one (timestamps, levels, table rows,
+  producer markers such as NCCL or NVRM).
 
 Wrapped lines are re-joined by the signature matcher (which knows the wrap width); the reader keeps the line
 count so the map stays exact. Everything here is linear in the text and never raises on content.
@@ -35,7 +37,7 @@ _ANNOTATION = re.compile(r"\s{1,8}(?:<-{1,3}|←|#\s{0,2}<-{1,3})\s{0,4}[^\n]{0,
 # a log or command line: a timestamp, a level, a bracketed/parenthesised prefix, a table row, a key: value
 # dump of a tool, a Python frame, a snake_case function name before a colon (an engine's own message)
 _LOGLIKE = re.compile(
-    r"^\s{0,8}(?:\[\s{0,8}[\w+]|\d{4}-\d\d-\d\d[ T]|\d{1,2}:\d\d(?::\d\d)?|[A-Z][a-z]{2} [ \d]\d |[IWEF]\d{4} |"
+    r"^\s{0,8}(?:\[\s{0,8}[\w+]|\d{4}[-/]\d\d[-/]\d\d[ T]|\d{1,2}:\d\d(?::\d\d)?|[A-Z][a-z]{2} [ \d]\d |[IWEF]\d{4} |"
     r"\(\w{1,40} pid=\d{1,8}\)|\||\+[-=]|File \"|Traceback|\$ |# |\w{1,40}\[\d{1,10}\]:|"
     r"[\w.-]{1,60}:\d{1,10}:\d{1,10} |[a-z][a-z0-9]{0,30}_[a-z0-9_]{1,40} ?: )"
 )
@@ -45,9 +47,19 @@ _MARKERS = ("NVRM", "NVIDIA-SMI", "NCCL", "DCGM", "nvidia-smi", "dcgmi", "kubect
 # a cue that the text after it (on the line or in the next paragraph) is what the model produced
 _CUE = re.compile(
     r"(?:\b(?:output|outputs|outputted|response|responses|answer|answers|reply|replies|answered|generates?|"
-    r"generated|says|printed|prints|returns?|returned|like|pattern|example)\b[^:\n]{0,40}):\s*(?P<rest>.*)$",
+    r"generated|says|printed|prints|returns?|returned|like|pattern|example|gibberish|garbage|garbled|nonsense|"
+    r"outpus|ouput|ouputs|outpout)\b[^:\n]{0,40}):\s*(?P<rest>.*)$",
     re.IGNORECASE,
 )
+# the line that introduces the quote calls it garbage: the user's own reading of what the model produced
+_NAMED_GARBAGE = re.compile(r"\b(?:gibberish|garbage|garbled|nonsense|nonsensical|junk|jibberish)\b|乱码",
+                            re.IGNORECASE)
+# an output introduced without a colon at the end of its line ("The output of the above code is")
+_CUE_TRAILING = re.compile(
+    r"\b(?:output|outputs|response|responses|answer|answers|result|results|reply)\b[^:\n]{0,40}"
+    r"\b(?:is|was|are|were|looks like|look like)\s*$", re.IGNORECASE)
+# a speaker label of a chat transcript: the rest of the line is what the model said
+_SPEAKER = re.compile(r"^\s{0,4}(?:AI|Assistant|ASSISTANT|Bot|Model|LLM|Chatbot)\s{0,2}:\s*(?P<rest>.+)$")
 _DQUOTED = re.compile(r"\"([^\"\n]{8,2000})\"|“([^”\n]{8,2000})”")
 MIN_QUOTED = 8
 MAX_QUOTED = 20_000
@@ -64,7 +76,8 @@ class Block:
 class Quoted:
     line: int  # 1-based line of the original paste where the quoted output starts
     text: str
-    how: str  # "quotes" | "cue" | "blockquote" | "fence"
+    how: str  # "quotes" | "cue" | "blockquote" | "fence" | "speaker"
+    named: bool = False  # the cue line calls it gibberish / garbage / garbled
 
 
 @dataclass(frozen=True)
@@ -168,16 +181,19 @@ def _prose_blocks(clean: list[str], fenced: set[int], blocks: list[Block]) -> No
             start, kind = i, k
 
 
-def _add(out: list[Quoted], line: int, text: str, how: str) -> None:
+def _add(out: list[Quoted], line: int, text: str, how: str, named: bool = False) -> None:
+    lead = text[:len(text) - len(text.lstrip())]
+    line += lead.count("\n")  # the quote's first line with text in it
     text = text.strip()
     if len("".join(text.split())) >= MIN_QUOTED and len(text) <= MAX_QUOTED:
-        out.append(Quoted(line + 1, text, how))
+        out.append(Quoted(line + 1, text, how, named))
 
 
 def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: set[int]) -> list[Quoted]:
     out: list[Quoted] = []
     fences = {b.start: b for b in blocks if b.kind == "fence"}
     cue_pending = False
+    named = False
     i = 0
     n = len(clean)
     while i < n:
@@ -186,7 +202,7 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
             b = fences[i]
             body = clean[b.start + 1:b.end - 1]
             if cue_pending and not _mostly_log(body):
-                _add(out, b.start + 1, "\n".join(body), "fence")
+                _add(out, b.start + 1, "\n".join(body), "fence", named)
             cue_pending = False
             i = b.end
             continue
@@ -212,9 +228,15 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
             continue
         for m in _DQUOTED.finditer(line):
             _add(out, i, m.group(1) or m.group(2) or "", "quotes")
-        cue = _CUE.search(line)
+        speaker = _SPEAKER.match(line)
+        if speaker:
+            _add(out, i, speaker.group("rest"), "speaker")
+            i += 1
+            continue
+        cue = _CUE.search(line) or _CUE_TRAILING.search(line)
         if cue:
-            rest = cue.group("rest")
+            rest = cue.groupdict().get("rest") or ""
+            named = bool(_NAMED_GARBAGE.search(line))
             if rest.strip():
                 _add(out, i, rest, "cue")
                 cue_pending = False
@@ -232,7 +254,7 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
                     k += 1
                 body = clean[j:k]
                 if body and not _mostly_log(body):
-                    _add(out, j, "\n".join(body), "cue")
+                    _add(out, j, "\n".join(body), "cue", named)
                 i = max(k, i + 1)
                 cue_pending = False
                 continue

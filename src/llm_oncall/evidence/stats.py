@@ -21,6 +21,7 @@ Readings, per engine (stream) over its latest lines:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -105,17 +106,33 @@ def _sglang_cached(line: str) -> tuple[tuple[str, float], ...]:
     return tuple(out.items())
 
 
+def _rejoined(lines: tuple[str, ...], i: int, read: Callable[[str], dict[str, float]]) -> dict[str, float]:
+    """A stats line cut before its KV field (a terminal or a quote wrapped it, mid-word: "GPU KV cache u" /
+    "sage: 98.7%") read together with the line after it; the line as it is when that adds nothing."""
+    st = read(lines[i])
+    if "kv_usage" in st or i + 1 >= len(lines):
+        return st
+    nxt = lines[i + 1].strip()
+    if not nxt or "Avg prompt throughput" in nxt or "#running-req" in nxt:
+        return st
+    for sep in ("", " "):
+        joined = read(lines[i].rstrip() + sep + nxt)
+        if "kv_usage" in joined:
+            return joined
+    return st
+
+
 def _streams(lines: tuple[str, ...]) -> tuple[dict[str, _Stream], str]:
     streams: dict[str, _Stream] = {}
     engine_kind = ""
     for i, line in enumerate(lines):
         if "Avg prompt throughput" in line:
-            st = _vllm(line)
+            st = _rejoined(lines, i, _vllm)
             e = _ENGINE_ID.search(line)
             key = f"engine {e.group('id')}" if e and e.group("id") else "aggregated" if e else "engine"
             engine_kind = engine_kind or "vllm"
         elif "#running-req" in line and ("Decode batch" in line or "Prefill batch" in line):
-            st = _sglang(line)
+            st = _rejoined(lines, i, _sglang)
             r = _SGL_RANK.search(line) or _SGL_GPU.search(line)
             key = r.group(1) if r else "TP0"
             engine_kind = engine_kind or "sglang"
