@@ -174,6 +174,8 @@ def _pod(fleet: Fleet, pod: str) -> Pod:
 
 
 def _status(p: Pod) -> str:
+    if p.state in (STARTING, CRASHLOOP) and p.crashes:
+        return "CrashLoopBackOff"
     return {READY: "Running", STARTING: "Running", CRASHLOOP: "CrashLoopBackOff", DOWN: "Error"}.get(p.state,
                                                                                                    "Terminating")
 
@@ -184,14 +186,15 @@ def _age(s: float) -> str:
 
 
 def kubectl_get_pods(fleet: Fleet, wide: bool = False) -> str:
-    cols = "NAME                                READY   STATUS             RESTARTS   AGE"
+    cols = "NAME                                READY   STATUS             RESTARTS        AGE"
     out = [cols + ("   IP            NODE" if wide else "")]
     for p in fleet.pods:
         if p.state == TERMINATED:
             continue
         ready = "1/1" if p.state == READY else "0/1"
         age = _age(fleet.now - p.state_at + (86400.0 if p.state_at <= 0 else 0.0))
-        line = f"{p.name:<35} {ready:<7} {_status(p):<18} {p.restarts:<10} {age}"
+        restarts = f"{p.restarts} ({_age(fleet.now - p.state_at)} ago)" if p.restarts else "0"
+        line = f"{p.name:<35} {ready:<7} {_status(p):<18} {restarts:<15} {age}"
         if wide:
             line += f"   10.8.{p.index // 250}.{p.index % 250 + 2:<7} {p.node}"
         out.append(line)

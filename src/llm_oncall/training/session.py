@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import shlex
 import tempfile
 import time
@@ -356,8 +357,8 @@ class Session:
         if incident not in self.registry.ids() and incident != "unknown":
             raise CommandError(f"no runbook {incident!r}; incidents: {', '.join(self.registry.ids())}")
         for x in targets:
-            if x not in self.fleet.gpus and x not in self.fleet.by_name:
-                raise CommandError(f"{x}: neither a node nor a pod of the fleet")
+            if x not in self.fleet.gpus and x not in self.fleet.by_name and x not in self._revisions():
+                raise CommandError(f"{x}: not a node, pod or revision of the fleet")
         self.diagnosed, self.diagnosed_at = incident, self.fleet.now
         self.scope = targets or list(self.flagged)
         rb = self.registry.get(incident)
@@ -395,13 +396,22 @@ class Session:
     def _approve(self, kind: str, target: str | None) -> Action:
         case = self._case()
         step = self._step_for(kind)
-        pods, nodes = self._scope_of(target if target not in ("router-config", "deployment") else None)
+        if kind == "scale_out" and target is not None and re.fullmatch(r"[+-]?\d+", target):
+            step["params"]["replicas"] = target  # the trainee sizes it: +N more, or N in all
+            target = None
         if kind == "rollback" and target in ("router-config", "deployment"):
             step["params"]["object"] = target
+            target = None
+        pods, nodes, revision = self._scope_of(target)
+        if kind == "rollback" and revision is None and step["params"].get("object") != "router-config":
+            revision = self._revisions()[-1] if len(self._revisions()) > 1 else None  # undo the latest rollout
         base = self.responder.last
         assert base is not None
-        d = dataclasses.replace(base, incident=self.diagnosed or "unknown", scope_pods=tuple(pods),
-                                scope_nodes=tuple(nodes), emergency_actions=(step,), runbook=self.diagnosed)
+        # The trainee's diagnosis, not the autopilot's: only the time of the telemetry comes from the loop.
+        d = Diagnosis(incident=self.diagnosed or "unknown", confidence=1.0, t=base.t,
+                      summary=f"{self.diagnosed or 'unknown'} (named by the trainee)", scope_pods=tuple(pods),
+                      scope_nodes=tuple(nodes), scope_revision=revision, emergency_actions=(step,),
+                      runbook=self.diagnosed, title=f"{self.diagnosed or 'unknown'} (trainee)")
         plan = self.actuator.plan(d, list(self.responder.pilot.snapshots), self.cfg.namespace,
                                   first_page_t=case.opened_at)
         if not plan.actions:
@@ -428,11 +438,15 @@ class Session:
             return self.case
         raise CommandError("the incident is resolved: nothing to act on")
 
-    def _scope_of(self, target: str | None) -> tuple[list[str], list[str]]:
-        """A node names the node; a pod names the pod and its node."""
+    def _revisions(self) -> list[str]:
+        return [r.name for r in self.fleet.revisions]
+
+    def _scope_of(self, target: str | None) -> tuple[list[str], list[str], str | None]:
+        """A node names the node; a pod names the pod and its node; a revision (pod-template hash) the revision."""
         names = [target] if target else self.scope
         pods: list[str] = []
         nodes: list[str] = []
+        revision: str | None = None
         for n in names:
             if n in self.fleet.gpus:
                 nodes.append(n)
@@ -441,9 +455,11 @@ class Session:
                 node = self.fleet.by_name[n].node
                 if node not in nodes:
                     nodes.append(node)
+            elif n in self._revisions():
+                revision = n
             else:
-                raise CommandError(f"{n}: neither a node nor a pod of the fleet")
-        return pods, nodes
+                raise CommandError(f"{n}: not a node, pod or revision of the fleet")
+        return pods, nodes, revision
 
     # ---- the end ---------------------------------------------------------------------------------------------
     def finish(self, autopilot: bool = True) -> Result:
