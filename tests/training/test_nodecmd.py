@@ -85,3 +85,21 @@ def test_kubectl_tables(healthy: Fleet) -> None:
         nodecmd.py_spy_dump(healthy, "no-such-pod")
     with pytest.raises(ValueError, match="unknown display section"):
         nodecmd.nvidia_smi_q(healthy, healthy.nodes()[0], "CLOCKS")
+
+
+def test_dcgmi_health(ecc: Fleet, hang: Fleet, healthy: Fleet) -> None:
+    node = ecc.by_name[ecc.ground_truth.pods[0]].node
+    text = nodecmd.dcgmi_health(ecc, node)
+    assert {len(line) for line in text.splitlines()} == {88}  # the report's fixed-width table
+    f = classify_text(text, "dcgmi")
+    assert f.incident_hint == "gpu-ecc" and not f.benign
+    hung_node = hang.by_name[hang.ground_truth.pods[0]].node
+    assert classify_text(nodecmd.dcgmi_health(hang, hung_node), "dcgmi").incident_hint == "engine-hang"
+    assert classify_text(nodecmd.dcgmi_health(healthy, healthy.nodes()[0]), "dcgmi").benign
+
+
+def test_kubectl_describe_the_first_restart_of_a_retry_storm() -> None:
+    f = _fleet("retry-storm", 60.0)
+    first = f.ground_truth.pods[0]
+    got = classify_text(nodecmd.kubectl_describe_pod(f, first), "describe")
+    assert not got.benign and got.facts["reasons"] == {"OOMKilled": 1} and got.facts["exit_codes"] == {"137": 1}

@@ -233,3 +233,63 @@ def kubectl_get_hpa(fleet: Fleet) -> str:
             f"REPLICAS\n{fleet.cfg.namespace:<11} {fleet.cfg.deployment[:16]:<16} "
             f"Deployment/{fleet.cfg.deployment:<23} {metric}/{cfg.target_value:g}   {cfg.min_replicas:<9} "
             f"{cfg.max_replicas:<9} {cur}")
+
+
+def _row(left: str, right: str) -> str:
+    return f"| {left:<25} | {right:<56} |"
+
+
+def dcgmi_health(fleet: Fleet, node: str) -> str:
+    """`dcgmi health -c` (health watches for memory and NVLink set): the report table of the node's GPUs."""
+    sep = "+---------------------------+----------------------------------------------------------+"
+    findings: list[tuple[int, str, str, list[str]]] = []
+    for g in fleet.gpus[node]:
+        if g.dbe_vol or g.remap_pending or g.remap_failure:
+            text = [f"Detected {g.dbe_vol} volatile double-bit ECC error(s) in GPU {g.index}."]
+            if g.remap_pending:
+                text += [f"GPU {g.index} had uncorrectable memory errors and row remapping", "is pending."]
+            findings.append((g.index, "Failure", "Memory system", text))
+        crc = g.crc_flit + g.crc_data
+        if crc > 100:
+            findings.append((g.index, "Warning", "NVLink system",
+                             [f"Detected {crc} CRC FLIT NvLink errors on GPU {g.index}'s link 0",
+                              "which exceeds threshold of 100"]))
+    overall = "Failure" if any(f[1] == "Failure" for f in findings) else ("Warning" if findings else "Healthy")
+    out = [sep, "| Health Monitor Report" + " " * 64 + "|",
+           sep.replace("-", "="), _row("Overall Health", overall)]
+    if findings:
+        out.append(_row("GPU", ""))
+    for idx, level, system, text in findings:
+        out += [_row(f"-> {idx}", level), _row("   -> Errors", ""), _row(f"      -> {system}", level)]
+        out += [_row("", line) for line in text]
+    out.append(sep)
+    return "\n".join(out)
+
+
+def kubectl_describe_pod(fleet: Fleet, pod: str) -> str:
+    """`kubectl describe pod`: the container's state, its last termination (from the restart events) and events."""
+    p = _pod(fleet, pod)
+    restarts = [e for e in fleet.events()
+                if e.get("kind") == "restart" and (e.get("pod") == pod or str(e.get("detail", "")).startswith(pod))]
+    last = restarts[-1] if restarts else None
+    oom = last is not None and "OOMKilled" in str(last.get("reason", "")) + str(last.get("detail", ""))
+    status = _status(p)
+    lines = [f"Name:             {p.name}", f"Namespace:        {fleet.cfg.namespace}",
+             f"Node:             {p.node}/10.0.0.{p.index % 250 + 2}",
+             f"Labels:           app={fleet.cfg.deployment}", f"                  pod-template-hash={p.revision.name}",
+             f"Status:           {'Running' if p.state != TERMINATED else 'Terminating'}", "Containers:", "  vllm:",
+             f"    Image:         vllm/vllm-openai:v{p.revision.vllm_version}"]
+    if status == "CrashLoopBackOff":
+        lines += ["    State:          Waiting", "      Reason:       CrashLoopBackOff"]
+    else:
+        lines += ["    State:          Running"]
+    if last is not None:
+        lines += ["    Last State:     Terminated", f"      Reason:       {'OOMKilled' if oom else 'Error'}",
+                  f"      Exit Code:    {137 if oom else 1}"]
+    lines += [f"    Ready:          {'True' if p.state == READY else 'False'}", f"    Restart Count:  {p.restarts}",
+              "    Limits:", f"      nvidia.com/gpu:  {len(p.gpus)}", "Events:",
+              "  Type     Reason     Age   From     Message", "  ----     ------     ----  ----     -------"]
+    if status == "CrashLoopBackOff":
+        lines.append(f"  Warning  BackOff    {_age(fleet.now - p.state_at)}   kubelet  Back-off restarting failed "
+                     f"container vllm in pod {p.name}_{fleet.cfg.namespace}")
+    return "\n".join(lines)

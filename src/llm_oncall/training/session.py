@@ -259,7 +259,6 @@ class Session:
             elif verb == "diagnose":
                 out = self._diagnose(rest.split())
             elif verb == "act":
-                self.spend(cost)
                 step = self._act(rest.split(), t, line)
                 self.steps.append(step)
                 return step
@@ -304,6 +303,11 @@ class Session:
                 node = subject = self._node(opts)
                 lines = self.tap.logs.get(f"{node}/kern.log", [])
                 out = nodecmd.dmesg(self.fleet, node, lines)
+            elif tool == "dcgmi":
+                node = subject = self._node(opts)
+                if args[:1] != ["health"]:
+                    raise CommandError("dcgmi health -c --node NODE")
+                out = nodecmd.dcgmi_health(self.fleet, node)
             elif tool == "py-spy":
                 pod = subject = opts.get("--pod") or next((a for a in args if a != "dump"), "")
                 if not pod:
@@ -312,7 +316,7 @@ class Session:
             elif tool == "kubectl":
                 out, subject = self._kubectl(args, opts)
             else:
-                raise CommandError(f"{tool}: command not found (nvidia-smi, dmesg, py-spy, kubectl)")
+                raise CommandError(f"{tool}: command not found (nvidia-smi, dcgmi, dmesg, py-spy, kubectl)")
         if subject:
             f = classify_text(out, f"{tool}-{subject}")
             if not f.benign and f.incident_hint and subject not in self.flagged:
@@ -336,9 +340,12 @@ class Session:
             return nodecmd.kubectl_get_hpa(self.fleet), ""
         if verb == "rollout" and what == "history":
             return nodecmd.kubectl_rollout_history(self.fleet), ""
+        if verb == "describe" and what in ("pod", "pods", "po") and len(args) > 2:
+            return nodecmd.kubectl_describe_pod(self.fleet, args[2]), args[2]
         if verb == "logs" and what:
             return nodecmd.kubectl_logs(self.fleet, what, self.tap.logs.get(f"{what}/logs.txt", [])), what
-        raise CommandError("kubectl: get pods [-o wide] | get events | get hpa | logs POD | rollout history")
+        raise CommandError("kubectl: get pods [-o wide] | get events | get hpa | describe pod POD | logs POD | "
+                           "rollout history")
 
     def _hint(self) -> str:
         self.hints += 1
@@ -368,8 +375,14 @@ class Session:
 
     def _act(self, words: list[str], t: float, line: str) -> Step:
         cost = COSTS["act"]
-        if not words:
-            return Step(_r(t) or 0.0, line, "error: act ACTION [TARGET]", cost, "act", "error")
+        try:
+            if not words:
+                raise CommandError("act ACTION [TARGET]")
+            self._step_for(words[0])
+        except CommandError as exc:  # a usage error costs little
+            self.spend(10.0)
+            return Step(_r(t) or 0.0, line, f"error: {exc}", 10.0, "act", "error")
+        self.spend(cost)
         kind, target = words[0], (words[1] if len(words) > 1 else None)
         try:
             a = self._approve(kind, target)
