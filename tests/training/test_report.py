@@ -13,9 +13,11 @@ GOLDEN = Path(__file__).parent / "golden" / "report_gpu_ecc.md"
 
 
 def _result() -> Result:
-    r = Result("gpu-ecc", 7, True, "[FIRING:1] LLMServingGoldenProbeMismatch (namespace=llm, "
-               "deployment=vllm-llama-8b, severity=page)\n  summary: answers to golden prompts differ from their "
-               "references\n  startsAt: 2026-01-01T00:05:15Z", 289.4, diagnosed="gpu-ecc", scope=["gpu-node-00"],
+    page = ("[FIRING:1] LLMServingSymptoms (namespace=llm, deployment=vllm-llama-8b, severity=page)\n"
+            "  - alertname=VLLMTimeToFirstTokenHigh [warning]: TTFT p99 0.0785s (×1.56), baseline 0.0502s\n"
+            "  users report: About 1% of answers are wrong (not garbage), intermittently, always from the same GPU.\n"
+            "  startsAt: 2026-01-01T00:05:15Z")
+    r = Result("gpu-ecc", 7, True, page, 289.4, diagnosed="gpu-ecc", scope=["gpu-node-00"],
                seconds_to_diagnosis=265.6, seconds_to_first_action=370.6, seconds_to_mitigation=385.6, hints=1)
     r.steps = [
         Step(25.6, "query sum by (node) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]))",

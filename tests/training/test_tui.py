@@ -22,7 +22,7 @@ def test_interactive_session() -> None:
             inp.send_text("help\nrun dmesg --node gpu-node-00\ndiagnose gpu-ecc\nact cordon_node\nstatus\ndone\n")
             run_interactive(s, console, inp=inp, out=DummyOutput())
         out = buf.getvalue()
-        assert "PAGE" in out and "LLMServingGoldenProbeMismatch" in out
+        assert "PAGE" in out and "LLMServingSymptoms" in out and "users report" in out
         assert "NVRM: Xid" in out and "(120 s of simulated time)" in out
         assert "cordon_node Node/gpu-node-00: executed" in out
         assert "diagnosis gpu-ecc" in out

@@ -24,7 +24,7 @@ def test_training_over_http(start_console: Any) -> None:
     r = c.post("/training", data={"csrf": csrf, "incident": "gpu-ecc", "seed": "7"}, timeout=120)
     assert r.status_code == 303
     r = c.get("/training")
-    assert "LLMServingGoldenProbeMismatch" in r.text and "gpu-ecc" not in r.text.split('id="page"')[1][:400]
+    assert "LLMServingSymptoms" in r.text and "gpu-ecc" not in r.text.split('id="page"')[1][:400]
     r = c.post("/training/command", data={"csrf": csrf, "line": "run dmesg --node gpu-node-00"},
                headers={"HX-Request": "true"}, timeout=60)
     assert r.status_code == 200 and "NVRM: Xid" in r.text and "<html" not in r.text

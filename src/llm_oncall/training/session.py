@@ -236,7 +236,10 @@ class Session:
         self.page_t = self.fleet.now
         self._baselines = {s.name: verify.baseline(list(self.responder.observed), s, d.t - 120.0)
                            for s in verify.signals(self.incident)}
-        self.page = alert_text(d, self.cfg.namespace, self.cfg.deployment, self.clock())
+        rb = self.registry.get(self.incident)
+        report = rb.symptom.get("en").split(":")[0].strip() if rb is not None else "something is wrong"
+        values = dict(self.responder.pilot.features[-1].values) if self.responder.pilot.features else {}
+        self.page = alert_text(d, values, report, self.cfg.namespace, self.cfg.deployment, self.clock())
 
     # ---- commands ---------------------------------------------------------------------------------------------
     def do(self, line: str) -> Step:
@@ -555,25 +558,36 @@ def _options(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 
 _ALERTS = {"ttft_p99": ("VLLMTimeToFirstTokenHigh", "TTFT p99", "s"), "itl_p99": ("VLLMInterTokenLatencyHigh",
            "inter-token latency p99", "s"), "error_share": ("VLLMErrorRateHigh", "share of requests failing", ""),
-           "success_rate": ("VLLMThroughputLow", "successful requests per second", "/s"),
+           "success_rate": ("VLLMSuccessRateChanged", "successful requests per second", "/s"),
            "pods_up": ("VLLMTargetsDown", "vLLM pods answering /metrics", "")}
 
 
-def alert_text(d: Diagnosis, namespace: str, deployment: str, now: float) -> str:
-    """The page as Alertmanager would send it: the user-facing symptom, not the diagnosis."""
-    red = [s for s in d.extra.get("symptoms", []) if s.get("red")]
+def alert_text(d: Diagnosis, values: dict[str, Any], report: str, namespace: str, deployment: str,
+               now: float) -> str:
+    """The page as Alertmanager would send it: the user-facing symptoms (red, or off their baseline by 30 %), the
+    golden prober's mismatches, and what users report — never the diagnosis."""
+    shown = []
+    for s in d.extra.get("symptoms", []):
+        v, b = s.get("value"), s.get("baseline")
+        ratio = v / b if isinstance(v, float | int) and isinstance(b, float | int) and b else None
+        if s.get("red") or (ratio is not None and not 0.77 <= ratio <= 1.3):
+            shown.append((s, ratio))
     starts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-    if not red:
-        return (f"[FIRING:1] LLMServingGoldenProbeMismatch (namespace={namespace}, deployment={deployment}, "
-                f"severity=page)\n  summary: answers to golden prompts differ from their references\n"
-                f"  startsAt: {starts}")
-    lines = [f"[FIRING:{len(red)}] LLM serving symptoms (namespace={namespace}, deployment={deployment}, "
+    firing = sum(1 for s, _ in shown if s.get("red"))
+    lines = [f"[FIRING:{max(1, firing)}] LLMServingSymptoms (namespace={namespace}, deployment={deployment}, "
              "severity=page)"]
-    for s in red:
+    for s, ratio in shown:
         name, what, unit = _ALERTS.get(s["signal"], (s["signal"], s["signal"], ""))
         base = f", baseline {_fmt(s.get('baseline'))}{unit}" if s.get("baseline") is not None else ""
+        rel = f" (×{ratio:.2f})" if ratio is not None else ""
         slo = f", SLO {_fmt(s.get('slo'))}{unit}" if s.get("slo") is not None else ""
-        lines.append(f"  - alertname={name}: {what} {_fmt(s.get('value'))}{unit}{base}{slo}")
+        state = "" if s.get("red") else " [warning]"
+        lines.append(f"  - alertname={name}{state}: {what} {_fmt(s.get('value'))}{unit}{rel}{base}{slo}")
+    probe = values.get("probe_mismatch_rate")
+    if isinstance(probe, float | int) and probe > 0:
+        lines.append(f"  - alertname=GoldenPromptMismatch: {probe:.2f}/s golden-prompt answers differ from their "
+                     "references")
+    lines.append(f"  users report: {report}")
     lines.append(f"  startsAt: {starts}")
     return "\n".join(lines)
 
