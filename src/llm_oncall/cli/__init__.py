@@ -8,6 +8,7 @@ from llm_oncall.cli import act, bench, diagnose, evidence, incidents, probe, rul
 from llm_oncall.cli.drill import drill
 from llm_oncall.cli.postmortem import postmortem
 from llm_oncall.cli.serve import serve
+from llm_oncall.cli.train import train
 
 app = typer.Typer(help="On-call autopilot for vLLM inference fleets.", no_args_is_help=True,
                   pretty_exceptions_enable=False, add_completion=False)
@@ -15,6 +16,7 @@ diagnose.register(app)
 app.command()(drill)
 app.command()(postmortem)
 app.command()(serve)
+app.command()(train)
 app.add_typer(act.app, name="act")
 app.add_typer(bench.app, name="bench")
 app.add_typer(evidence.app, name="evidence")

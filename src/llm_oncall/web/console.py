@@ -31,6 +31,7 @@ from llm_oncall.service.app import Service
 from llm_oncall.web import charts
 from llm_oncall.web.drillrun import Drills
 from llm_oncall.web.session import COOKIE, LOGIN_CSRF, Session, Sessions, csrf_ok
+from llm_oncall.web.training import Trainings
 
 HERE = Path(__file__).parent
 READ_ROLES = ("api", "approve", "override")
@@ -93,6 +94,7 @@ class Console:
         self.templates.env.globals.update(age=age, scope=_scope, target=_target)
         self.registry = load_registry()
         self.drills = Drills()
+        self.trainings = Trainings()
 
     # ---- plumbing ---------------------------------------------------------------------------------
     def page(self, request: Request, name: str, session: Session | None, code: int = 200, **ctx: Any) -> Response:
@@ -353,6 +355,59 @@ class Console:
         return RedirectResponse("/drills", status_code=303)
 
 
+    # ---- training -----------------------------------------------------------------------------------
+    async def training_page(self, request: Request) -> Response:
+        sess = self.session(request)
+        if sess is None:
+            return self.to_login(request)
+        run = self.trainings.get(sess.by or sess.who)
+        return self.page(request, "training.html", sess, run=run, faults=FAULTS)
+
+    async def training_start(self, request: Request) -> Response:
+        got = await self.post_session(request)
+        if isinstance(got, Response):
+            return got
+        sess, form = got
+        seed_raw = form.get("seed", "7").strip() or "7"
+        if not seed_raw.isdigit() or int(seed_raw) > 1_000_000:
+            return self.error(request, sess, 400, "Seed: a whole number up to 1000000.")
+        try:
+            await run_in_threadpool(self.trainings.start, sess.by or sess.who, form.get("incident", ""),
+                                    int(seed_raw))
+        except ValueError as exc:
+            return self.error(request, sess, 400, str(exc))
+        return RedirectResponse("/training", status_code=303)
+
+    async def training_command(self, request: Request) -> Response:
+        got = await self.post_session(request)
+        if isinstance(got, Response):
+            return got
+        sess, form = got
+        run = self.trainings.get(sess.by or sess.who)
+        if run is None:
+            return self.error(request, sess, 409, "Start a training run first.")
+        line = form.get("line", "").strip()
+        if line:
+            try:
+                await run_in_threadpool(self.trainings.command, run, line)
+            except ValueError as exc:
+                return self.error(request, sess, 409, str(exc))
+        if request.headers.get("hx-request"):
+            return self.page(request, "training_live.html", sess, run=run)
+        return RedirectResponse("/training", status_code=303)
+
+    async def training_finish(self, request: Request) -> Response:
+        got = await self.post_session(request)
+        if isinstance(got, Response):
+            return got
+        sess, _ = got
+        run = self.trainings.get(sess.by or sess.who)
+        if run is None:
+            return self.error(request, sess, 409, "Start a training run first.")
+        await run_in_threadpool(self.trainings.finish, run)
+        return RedirectResponse("/training", status_code=303)
+
+
 def routes(service: Service) -> list[BaseRoute]:
     c = Console(service)
     return [
@@ -372,5 +427,9 @@ def routes(service: Service) -> list[BaseRoute]:
         Route("/drills", c.drills_page, methods=["GET"]),
         Route("/drills/board", c.drills_page, methods=["GET"]),
         Route("/drills", c.drill_start, methods=["POST"]),
+        Route("/training", c.training_page, methods=["GET"]),
+        Route("/training", c.training_start, methods=["POST"]),
+        Route("/training/command", c.training_command, methods=["POST"]),
+        Route("/training/finish", c.training_finish, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
