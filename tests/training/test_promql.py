@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from llm_oncall.runbooks.loader import builtin
 from llm_oncall.signals.exposition import parse
 from llm_oncall.training import promql
 
@@ -74,3 +75,15 @@ def test_split_and_render() -> None:
     assert promql.split("sum by (a, b) (x)") == ["sum by (a, b) (x)"]
     assert promql.render({}) == "(empty result)"
     assert 'pod="a"' in promql.render(q("vllm:num_requests_waiting"))
+
+
+def test_every_runbook_triage_query_parses() -> None:
+    # A runbook's triage query is what a human pastes into Prometheus at 3 a.m.: it must at least be valid PromQL.
+    queries = [(rb.id, part) for rb in builtin() for step in rb.triage if step.signal
+               for part in promql.split(step.signal)]
+    assert len(queries) >= 8
+    for rb_id, expr in queries:
+        try:
+            q(expr)
+        except promql.PromQLError as exc:
+            raise AssertionError(f"{rb_id}: {expr!r}: {exc}") from None
