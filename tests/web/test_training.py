@@ -36,6 +36,11 @@ def test_training_over_http(start_console: Any) -> None:
     assert 'id="report"' in page and "# On-call training: gpu-ecc (seed 7)" in page
     assert "What the autopilot did (same seed)" in page
     assert c.post("/training/command", data={"csrf": csrf, "line": "hint"}).status_code == 409  # finished
+    # Stopping the service stops each training run's simulated fleet and its Kubernetes API.
+    trainings = next(stop.__self__ for stop in svc.on_stop if getattr(stop, "__name__", "") == "close")
+    assert trainings.runs
+    svc.stop()
+    assert not trainings.runs
 
 
 def test_training_in_the_browser(start_console: Any, browser_factory: Any, tmp_path: Path) -> None:

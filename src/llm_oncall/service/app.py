@@ -66,6 +66,8 @@ class Service:
             self.watcher.set_leader(self.elector.is_leader)
         self.metrics.leader.set(0 if self.elector is not None else 1)
         host, port = cfg.host_port
+        self.on_stop: list[Callable[[], None]] = []
+        """What the layer above started for the service's lifetime (the console's training fleets), stopped first."""
         self.app, self.api = api.build_app(self, extend(self) if extend is not None else ())
         self.http = HttpServer(self.app, host, port, self.log, cfg.read_timeout)
         self.started = time.time()
@@ -112,6 +114,8 @@ class Service:
         self.stopped.set()
         self.log.info("stopping")
         self.http.stop()
+        for stop in reversed(self.on_stop):
+            stop()
         self.watcher.stop()
         self.watcher.close()
         if self.elector is not None:

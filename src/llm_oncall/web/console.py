@@ -410,6 +410,7 @@ class Console:
 
 def routes(service: Service) -> list[BaseRoute]:
     c = Console(service)
+    service.on_stop.append(c.trainings.close)  # each training run holds a simulated fleet and its Kubernetes API
     return [
         Route("/", c.index, methods=["GET"]),
         Route("/login", c.login_form, methods=["GET"]),
