@@ -16,6 +16,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
+from lightkube.resources.batch_v1 import Job
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
@@ -44,6 +45,7 @@ RESOURCES: dict[str, tuple[Any, str, str, bool]] = {
     "BackendTrafficPolicy": (BackendTrafficPolicy, "gateway.envoyproxy.io", "backendtrafficpolicies", True),
     "InferenceObjective": (InferenceObjective, "inference.networking.x-k8s.io", "inferenceobjectives", True),
     "HorizontalPodAutoscaler": (HorizontalPodAutoscaler, "autoscaling", "horizontalpodautoscalers", False),
+    "Job": (Job, "batch", "jobs", False),
 }
 CLUSTER_SCOPED = frozenset({"Namespace", "Node"})
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 ActionKind = Literal[
     "scale_out", "restart_group", "cordon_node", "taint_node", "evict_pods", "rollback", "set_engine_args",
     "config_rollback", "gateway_rate_limit", "gateway_cap_max_tokens", "gateway_route_long_prompts",
+    "restart_pod", "reset_gpu", "reboot_node", "hardware_ticket",
 ]
 ACTION_KINDS: tuple[str, ...] = ActionKind.__args__  # type: ignore[attr-defined]
 Status = Literal["planned", "dry_run", "blocked", "executed", "failed", "skipped"]

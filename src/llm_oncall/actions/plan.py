@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_oncall.actions import execute, pools
+from llm_oncall.actions import execute, ladder, pools
 from llm_oncall.actions.gateway import CONTEXT_RANGE, SIM_GATEWAY_CONFIGMAP
+from llm_oncall.actions.guard import RepeatOffender
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, DryRun, Plan, Target, UnsafeName, action_id, check_name
@@ -102,7 +103,7 @@ def incident_key(diagnosis: Diagnosis, first_page_t: float | None = None) -> str
 
 def build(kube: Kube, diagnosis: Diagnosis, snapshots: Sequence[Snapshot], ledger: Ledger | None,
           gateway: dict[str, str], namespace: str | None = None, now: float = 0.0,
-          first_page_t: float | None = None) -> Plan:
+          first_page_t: float | None = None, repeat: RepeatOffender | None = None) -> Plan:
     snap = snapshots[-1] if snapshots else None
     scope = resolve_scope(kube, diagnosis, snap, namespace)
     key = incident_key(diagnosis, first_page_t)
@@ -114,8 +115,12 @@ def build(kube: Kube, diagnosis: Diagnosis, snapshots: Sequence[Snapshot], ledge
     for step in diagnosis.emergency_actions:
         kind = str(step.get("action"))
         params = dict(step.get("params") or {})
+        made: list[Action] | None
         try:
-            made = _actions(kube, kind, params, scope, diagnosis, snapshots, ledger, gateway)
+            if kind == "gpu_repair":
+                made = ladder.plan(kube, scope, diagnosis, snapshots, ledger, repeat or RepeatOffender(), key, now)
+            else:
+                made = _actions(kube, kind, params, scope, diagnosis, snapshots, ledger, gateway)
         except (KubeError, UnsafeName) as exc:
             plan.manual.append({"action": kind, "text": f"could not plan: {exc}"})
             continue

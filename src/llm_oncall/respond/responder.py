@@ -435,6 +435,10 @@ class Responder:
         why = "" if a.status == "executed" else f" — {a.result if a.result else (a.guard.why if a.guard else '')}"
         self.notify(c.id, "action", f"{a.kind} {a.target.ref()}: {a.status}{why}",
                     {"action_id": a.id, "status": a.status, "result": a.result})
+        if a.kind == "hardware_ticket" and a.status == "executed":  # the ticket itself: the notify target
+            self.notify(c.id, "hardware_ticket", f"hardware ticket: {a.params.get('summary', a.target.ref())}",
+                        {"action_id": a.id, "node": a.params.get("node"), "gpu": a.params.get("gpu"),
+                         "rung": a.params.get("rung"), "xids": a.params.get("xids"), "ticket": a.params.get("ticket")})
 
     # ---- verify and resolve -------------------------------------------------------------------------
     def _verify(self, c: Case, d: Diagnosis) -> None:
@@ -474,6 +478,12 @@ class Responder:
             if a.status != "executed":
                 continue
             a.verification = verify.judge(incident, before, obs, c.baselines, previous)
+            own = act.effect(a)
+            if own is not None:  # the action's own check (a rung of the repair ladder): done what it is for?
+                ok_own, why_own = own
+                a.verification.detail += f"; {a.kind}: {why_own}"
+                if not ok_own and a.verification.verdict == "helped":
+                    a.verification.verdict = "no_effect"
             self.ledger.audit(act.actor, c.plan.id, a.id, "verify", a.verification.model_dump())
             if a.verification.verdict == "harmful":
                 a.verification.detail += "; " + act.revert(c.plan, a)

@@ -41,6 +41,8 @@ class FleetHooks(Protocol):
     desired_replicas: int
     truth: GroundTruth
     cordoned: set[str]
+    rebooting: set[str]
+    """Nodes rebooting (NotReady): no new pods land there."""
     """Nodes with spec.unschedulable (cordoned): no new pods land there."""
     taints: dict[str, list[dict[str, str]]]
     """Node taints as the Kubernetes API holds them (`key`, `value`, `effect`, `timeAdded`)."""

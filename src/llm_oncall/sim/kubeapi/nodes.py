@@ -45,6 +45,10 @@ def node(fleet: Fleet, name: str, book: Bookkeeping) -> dict[str, Any]:
              ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
              ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
              ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+    if name in fleet.rebooting:  # the node controller's view of a node whose kubelet stopped posting
+        conds[-1] = ("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    boots = fleet.boots.get(name, 0)
+    boot_id = uid_of("boot", name) if not boots else uid_of("boot", name, boots)
     status = {
         "capacity": capacity, "allocatable": {**capacity, "cpu": "191450m", "memory": "2080000000Ki"},
         "conditions": [{"type": c, "status": s, "reason": r, "message": m, "lastHeartbeatTime": beat,
@@ -52,7 +56,7 @@ def node(fleet: Fleet, name: str, book: Bookkeeping) -> dict[str, Any]:
         "addresses": [{"type": "InternalIP", "address": node_address(fleet, name)},
                       {"type": "Hostname", "address": name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-        "nodeInfo": {"architecture": "amd64", "bootID": uid_of("boot", name), "containerRuntimeVersion":
+        "nodeInfo": {"architecture": "amd64", "bootID": boot_id, "containerRuntimeVersion":
                      "containerd://1.7.27", "kernelVersion": "6.8.0-1024-aws", "kubeProxyVersion": "v1.33.1",
                      "kubeletVersion": "v1.33.1", "machineID": uid_of("machine", name).replace("-", ""),
                      "operatingSystem": "linux", "osImage": "Ubuntu 24.04.2 LTS",
