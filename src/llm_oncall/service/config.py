@@ -274,6 +274,20 @@ class ConsoleConfig(_Strict):
         return _duration(v, "duration")
 
 
+class StormConfig(_Strict):
+    """Event-storm suppression (incidents/storm.py): per node+GPU dedup, one incident per node per cooldown."""
+
+    enabled: bool = True
+    dedup_s: float = Field(default=300.0, gt=0)
+    node_cooldown_s: float = Field(default=1800.0, ge=0)
+    flush_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("dedup_s", "node_cooldown_s", "flush_s", mode="before")
+    @classmethod
+    def _dur(cls, v: Any) -> float:
+        return _duration(v, "duration")
+
+
 class ServiceConfig(_Strict):
     listen: str = "127.0.0.1:8080"
     db: Path = Path("incidents.db")
@@ -295,6 +309,7 @@ class ServiceConfig(_Strict):
     read_timeout: float = Field(10.0, ge=0.5, le=60, description="a request (headers and body) must arrive within "
                                 "this; a slower client is cut off (seconds or a duration)")
     console: ConsoleConfig = Field(default_factory=lambda: ConsoleConfig())
+    storm: StormConfig = Field(default_factory=lambda: StormConfig())
 
     @field_validator("interval", "kube_timeout", "read_timeout", mode="before")
     @classmethod
