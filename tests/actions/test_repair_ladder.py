@@ -228,3 +228,5 @@ def test_a_drill_per_rung_picks_it_from_the_catalogue_and_verifies_it(variant: s
     last = r.actions[-1]["verification"]
     assert last["verdict"] == "helped", last  # the rung's own check passed too (Job succeeded, node back, ticket)
     assert kinds[-1] in last["detail"]
+    # what the cluster's GPU-health agent (NPD) set on the node was evidence too, read through the API
+    assert any(e["signal"] == "evidence:node_condition_GPUXIDErrors" for e in r.drill.diagnosis["evidence"])

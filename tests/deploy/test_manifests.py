@@ -248,10 +248,11 @@ def _rules(kind: str, namespace: str | None) -> set[Perm]:
 def test_rbac_rules_are_exactly_what_the_executors_and_the_lease_use() -> None:
     need = _drill_perms()
     lease = _lease_perms()
-    assert set(lease) == {OWN_NS} and set(need) == {FLEET_NS, ""}
-    want = {"fleet Role": need[FLEET_NS], "nodes ClusterRole": need[""], "Lease Role": lease[OWN_NS]}
+    assert set(lease) == {OWN_NS} and set(need) == {FLEET_NS, "", "default"}
+    want = {"fleet Role": need[FLEET_NS], "nodes ClusterRole": need[""], "Lease Role": lease[OWN_NS],
+            "node Events Role": need["default"]}
     have = {"fleet Role": _rules("Role", FLEET_NS), "nodes ClusterRole": _rules("ClusterRole", None),
-            "Lease Role": _rules("Role", OWN_NS)}
+            "Lease Role": _rules("Role", OWN_NS), "node Events Role": _rules("Role", "default")}
     for what in want:
         missing, extra = sorted(want[what] - have[what]), sorted(have[what] - want[what])
         assert not missing and not extra, f"{what}: missing {missing}, not used {extra}"

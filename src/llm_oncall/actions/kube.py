@@ -22,7 +22,7 @@ from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.types import CascadeType, PatchType
 
-from llm_oncall.actions.model import check_name
+from llm_oncall.actions.model import check_label_key, check_label_value, check_name
 
 LeaderWorkerSet = create_namespaced_resource("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet",
                                              "leaderworkersets")
@@ -135,6 +135,9 @@ class Kube:
         n = self._ns(kind, ns)
         kw: dict[str, Any] = {"namespace": n} if n else {}
         if labels:
+            for k, v in labels.items():  # they reach the labelSelector query: validated first
+                check_label_key(k)
+                check_label_value(v, f"value of label {k}")
             kw["labels"] = labels
         return [self._dict(o) for o in self._call("list", kind, n, lambda: list(self.client.list(res, **kw)))]
 

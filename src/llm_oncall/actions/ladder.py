@@ -129,7 +129,7 @@ def _action(kube: Kube, kind: str, scope: Scope, b: BadGpu, gpu: str, decision: 
     ns, node_t = scope.namespace, Target(kind="Node", namespace="", name=b.node)
     common = {"rung": decision.rung, "gpu": gpu, "gpu_index": b.index, "node": b.node,
               "xids": sorted(decision.codes), "health": sorted(decision.health)}
-    pods = [p for p in kube.list("Pod", ns) if (p.get("spec") or {}).get("nodeName") == b.node
+    pods = [p for p in kube.list("Pod", ns, scope.selector or None) if (p.get("spec") or {}).get("nodeName") == b.node
             and not p["metadata"].get("deletionTimestamp")]
     on_gpu = [p for p in pods if p["metadata"]["name"] in b.pods] or [
         p for p in pods if p["metadata"]["name"] in {x["metadata"]["name"] for x in scope.pods}]

@@ -29,8 +29,10 @@ class Fence(Protocol):
 class Actuator:
     def __init__(self, kube: Kube, ledger: Ledger, policy: Policy, mode: Mode = "propose", actor: str = "llm-oncall",
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-                 fence: Fence | None = None) -> None:
+                 fence: Fence | None = None, selector: dict[str, str] | None = None) -> None:
         self.kube = kube
+        self.selector = dict(selector or {})
+        """The fleet's label selector (its workloads and pods; config `label_selector`)."""
         self.fence = fence
         """Checked immediately before every execution (service/leader.py: only the Lease holder acts)."""
         self.ledger = ledger
@@ -59,7 +61,7 @@ class Actuator:
         ns = namespace or self.kube.namespace
         gw = gateway.detect(self.kube, ns)
         p = plan.build(self.kube, diagnosis, snapshots, self.ledger, gw, namespace, now, first_page_t,
-                       repeat=self.policy.repeat_offender)
+                       repeat=self.policy.repeat_offender, selector=self.selector)
         self.ledger.audit(self.actor, p.id, "", "plan", {"incident": p.incident, "actions": [a.kind for a in p.actions],
                                                           "manual": [m["action"] for m in p.manual]})
         caps = self.policy.caps
@@ -100,7 +102,7 @@ class Actuator:
         capacity = taken = 0
         if a.kind in DELETES:
             idle = set(a.params.get("not_serving") or ())
-            serving = [pod for pod in self.kube.list("Pod", p.namespace)
+            serving = [pod for pod in self.kube.list("Pod", p.namespace, self.selector or None)
                        if _ready(pod) and pod["metadata"]["name"] not in idle]
             capacity = len(serving)
             taken = sum(1 for pod in serving if _targets(a, pod))

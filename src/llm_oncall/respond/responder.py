@@ -31,9 +31,11 @@ from llm_oncall.actions.model import Action, Plan
 from llm_oncall.actions.run import Actuator
 from llm_oncall.diagnosis.autopilot import HISTORY, Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.evidence import nodeproblems
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.respond.history import History
+from llm_oncall.respond.nodeproblems import NodeProblemReader
 from llm_oncall.signals.source import Source
 
 PENDING = ("planned", "dry_run")
@@ -122,6 +124,8 @@ class Responder:
         self.clock = clock
         self.log: Log = log or _Quiet()
         self.telemetry = telemetry
+        self.node_problems = NodeProblemReader(actuator.kube) if actuator is not None else None
+        """Node conditions and Events (NPD, GPU-health agents) read through the actuator's Kubernetes client."""
         self.notify: Notify = notify or (lambda *a: None)
         self.counters: Counters = counters or _NoCounts()
         self.namespace = namespace
@@ -169,6 +173,8 @@ class Responder:
             self.pilot = pilot
         else:
             self.pilot.observe(batch)
+            if self.node_problems is not None:  # what NPD / GPU-health agents put on the Nodes, this round
+                self.pilot.replace_findings(nodeproblems.PREFIX, self.node_problems.read(self.clock()))
             if self.history is not None:
                 self.history.append(self.clock(), batch)
             d = self.pilot.step() if len(self.pilot.store.times()) >= 2 else None

@@ -56,7 +56,7 @@ class Service:
                 fence = LeaseFence(self.elector, policy, self.ledger)
                 self.elector.on_change.append(self._leader_changed)
             actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve", fence=fence,
-                                clock=self.feed.clock)
+                                clock=self.feed.clock, selector=cfg.selector)
         else:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,

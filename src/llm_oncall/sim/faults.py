@@ -156,9 +156,14 @@ def gpu_ecc(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None
         uptime = 86_400.0 * 12 + t
         gpu.dbe_vol += 1
         gpu.dbe_agg += 1
+
+        def agent(line: str, at_t: float) -> None:  # NPD's GPU check quotes the kernel's Xid line on the Node
+            fleet.node_events.append({"t": at_t, "node": pod.node, "reason": "GPUXIDErrors", "message": line})
+            del fleet.node_events[:-200]
         if variant == "contained":  # an uncorrectable error contained to the process; its page is retired
             gpu.xid = 94
             klog.append(logs.xid_line(uptime, pci, 94, pid))
+            agent(klog[-1], t)
             return
         gpu.remapped_uncorr += 1
         gpu.remap_pending = 1
@@ -166,10 +171,12 @@ def gpu_ecc(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None
         gpu.fault = "ecc"
         klog.append(logs.xid_line(uptime, pci, 48, pid))
         klog.append(logs.xid_line(uptime + 0.002, pci, 63, pid))
+        agent(klog[-2], t)
         if variant == "off_bus":
             gpu.fault = "off_bus"
             gpu.xid = 79
             klog.append(logs.xid_line(uptime + 2.0, pci, 79, pid))
+            agent(klog[-1], t + 2.0)
             return
 
         def errors(t2: float) -> None:
