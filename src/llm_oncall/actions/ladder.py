@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
@@ -23,7 +23,15 @@ from llm_oncall.signals.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from llm_oncall.actions.guard import RepeatOffender
-    from llm_oncall.actions.plan import Scope
+
+
+class Scope(Protocol):
+    """What the plan resolved (actions/plan.py Scope): this module needs only these."""
+
+    namespace: str
+    nodes: list[str]
+    pods: list[dict[str, Any]]
+    selector: dict[str, str]
 
 RESET_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 """nvidia-smi comes from the driver through the NVIDIA container toolkit (NVIDIA_DRIVER_CAPABILITIES=utility)."""
