@@ -39,6 +39,7 @@ from llm_oncall.service.config import load
 from llm_oncall.service.leader import LeaderElector, LeaseFence
 from llm_oncall.sim import Fleet, FleetConfig
 from llm_oncall.sim.autoscaler import HpaConfig
+from llm_oncall.sim.faults import GPU_ECC_VARIANTS
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
 kv = pytest.importorskip("kubernetes_validate")
@@ -175,14 +176,17 @@ def _drill_perms() -> dict[str, set[Perm]]:
     real_scenario = dact.scenario
     # kv-capacity's fleet has an HPA (scale-out raises its floor); without one, the workload's /scale is patched:
     # on a Deployment and on a LeaderWorkerSet, each with and without an HPA
-    runs = [(i, {}) for i in FAULTS] + [("kv-capacity", {"group_size": 2}), ("kv-capacity", {"hpa": HpaConfig()}),
-                                        ("kv-capacity", {"group_size": 2, "hpa": HpaConfig()})]
+    runs: list[tuple[str, dict[str, Any]]] = [(i, {}) for i in FAULTS] + [
+        ("kv-capacity", {"group_size": 2}), ("kv-capacity", {"hpa": HpaConfig()}),
+        ("kv-capacity", {"group_size": 2, "hpa": HpaConfig()})]
+    # every rung of the GPU repair ladder (the default gpu-ecc fault is the GPU-reset rung)
+    runs += [("gpu-ecc", {"params": {"variant": v}}) for v in GPU_ECC_VARIANTS if v != "dbe"]
     need: dict[str, set[Perm]] = defaultdict(set)
     mp = pytest.MonkeyPatch()
     try:
         mp.setattr(dact, "KubeApiServer", Recorded)
         for incident, over in runs:
-            mp.setattr(dact, "scenario", lambda inc, seed, _o=over, **k: real_scenario(inc, seed, **_o, **k))
+            mp.setattr(dact, "scenario", lambda inc, seed, _o=over, **k: real_scenario(inc, seed, **{**k, **_o}))
             result = dact.run_act(incident, 1)
             server = servers[-1]
             try:
@@ -244,10 +248,11 @@ def _rules(kind: str, namespace: str | None) -> set[Perm]:
 def test_rbac_rules_are_exactly_what_the_executors_and_the_lease_use() -> None:
     need = _drill_perms()
     lease = _lease_perms()
-    assert set(lease) == {OWN_NS} and set(need) == {FLEET_NS, ""}
-    want = {"fleet Role": need[FLEET_NS], "nodes ClusterRole": need[""], "Lease Role": lease[OWN_NS]}
+    assert set(lease) == {OWN_NS} and set(need) == {FLEET_NS, "", "default"}
+    want = {"fleet Role": need[FLEET_NS], "nodes ClusterRole": need[""], "Lease Role": lease[OWN_NS],
+            "node Events Role": need["default"]}
     have = {"fleet Role": _rules("Role", FLEET_NS), "nodes ClusterRole": _rules("ClusterRole", None),
-            "Lease Role": _rules("Role", OWN_NS)}
+            "Lease Role": _rules("Role", OWN_NS), "node Events Role": _rules("Role", "default")}
     for what in want:
         missing, extra = sorted(want[what] - have[what]), sorted(have[what] - want[what])
         assert not missing and not extra, f"{what}: missing {missing}, not used {extra}"

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from llm_oncall.actions import gateway
+from llm_oncall.actions import gateway, repair
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.model import Action, Blocked, TargetChanged
 
@@ -149,6 +149,19 @@ def revert(kube: Kube, a: Action) -> dict[str, Any]:
         return {"reverted": False, "why": f"no handler revert for {a.kind}"}
     result: dict[str, Any] = undo(kube, a)
     return result
+
+
+def effect(kube: Kube, a: Action) -> tuple[bool, str] | None:
+    """The action's own verification, where its handler has one (the repair ladder's rungs): did it do what it is
+    for? None: the incident's recovery signal is the only judge."""
+    check = getattr(handler(a), "effect", None)
+    if check is None:
+        return None
+    try:
+        ok, why = check(kube, a)
+    except KubeError as exc:
+        return False, f"could not verify: {exc}"
+    return bool(ok), str(why)
 
 
 class RestartGroup:
@@ -368,6 +381,8 @@ HANDLERS: dict[str, Callable[[], Handler]] = {
     "evict_pods": Evict, "set_engine_args": SetEngineArgs, "config_rollback": ConfigRollback,
     "gateway_rate_limit": gateway.EnvoyRateLimit, "gateway_cap_max_tokens": gateway.SimGatewayCap,
     "gateway_route_long_prompts": gateway.LlmdLengthRouting,
+    "restart_pod": repair.RestartPod, "reset_gpu": repair.ResetGpu, "reboot_node": repair.RebootNode,
+    "hardware_ticket": repair.HardwareTicket,
 }
 
 

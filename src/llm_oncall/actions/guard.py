@@ -17,6 +17,8 @@ from llm_oncall.runbooks.loader import Registry, load_registry
 from llm_oncall.runbooks.schema import ACTIONS as RUNBOOK_ACTIONS
 
 Mode = Literal["propose", "approve", "auto"]
+DELETES = ("evict_pods", "restart_group", "restart_pod")
+"""Action kinds that take pods away (capped by delete_max_fraction of the serving pods)."""
 
 
 class Caps(BaseModel):
@@ -30,12 +32,23 @@ class Caps(BaseModel):
     delete_max_fraction: float = 0.25
 
 
+class RepeatOffender(BaseModel):
+    """A GPU, or a node, in `incidents` incidents (this one included) within `days` days goes straight to the
+    repair ladder's last rung (cordon and a hardware ticket)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    incidents: int = Field(default=3, ge=2)
+    days: float = Field(default=30.0, gt=0)
+
+
 class Policy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     auto: dict[str, list[str]] = Field(default_factory=dict)
     """incident id → action kinds auto mode may take (nothing else is ever taken automatically)."""
     caps: Caps = Field(default_factory=Caps)
+    repeat_offender: RepeatOffender = Field(default_factory=RepeatOffender)
     cooldown_s: dict[str, float] = Field(default_factory=lambda: {"default": 600.0})
     max_diagnosis_age_s: float = 30.0
     """Older diagnoses are re-checked before execution (two scrape intervals at 15 s)."""
@@ -153,7 +166,13 @@ def _blocker(a: Action, policy: Policy, ledger: Ledger, now: float, nodes_total:
         if nodes_total and nodes_cordoned + 1 > allowed_nodes:
             return (f"cap: cordoning would leave {nodes_cordoned + 1}/{nodes_total} nodes cordoned "
                     f"(> {caps.cordon_max_fraction:.0%}, at least one node)")
-    if a.kind in ("evict_pods", "restart_group") and capacity and taken / capacity > caps.delete_max_fraction:
+    if a.kind == "reboot_node":
+        recent = ledger.recent("reboot_node", now - caps.cordon_window_s)
+        if len(recent) >= caps.cordon_per_window:
+            return (f"cap: {len(recent)} node(s) rebooted in the last {caps.cordon_window_s:.0f} s "
+                    f"(max {caps.cordon_per_window}, the cordon cap)")
+    if a.kind in DELETES and capacity and taken / capacity > caps.delete_max_fraction:
         return (f"cap: deleting {taken} of {capacity} serving pods (> {caps.delete_max_fraction:.0%}); pods that "
                 "serve nothing (hung, crash-looping, not Ready) are not counted")
     return None
+

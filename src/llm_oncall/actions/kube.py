@@ -16,12 +16,13 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment, ReplicaSet
 from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
+from lightkube.resources.batch_v1 import Job
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Node, Pod
 from lightkube.resources.policy_v1 import PodDisruptionBudget
 from lightkube.types import CascadeType, PatchType
 
-from llm_oncall.actions.model import check_name
+from llm_oncall.actions.model import check_label_key, check_label_value, check_name
 
 LeaderWorkerSet = create_namespaced_resource("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet",
                                              "leaderworkersets")
@@ -44,6 +45,7 @@ RESOURCES: dict[str, tuple[Any, str, str, bool]] = {
     "BackendTrafficPolicy": (BackendTrafficPolicy, "gateway.envoyproxy.io", "backendtrafficpolicies", True),
     "InferenceObjective": (InferenceObjective, "inference.networking.x-k8s.io", "inferenceobjectives", True),
     "HorizontalPodAutoscaler": (HorizontalPodAutoscaler, "autoscaling", "horizontalpodautoscalers", False),
+    "Job": (Job, "batch", "jobs", False),
 }
 CLUSTER_SCOPED = frozenset({"Namespace", "Node"})
 
@@ -133,6 +135,9 @@ class Kube:
         n = self._ns(kind, ns)
         kw: dict[str, Any] = {"namespace": n} if n else {}
         if labels:
+            for k, v in labels.items():  # they reach the labelSelector query: validated first
+                check_label_key(k)
+                check_label_value(v, f"value of label {k}")
             kw["labels"] = labels
         return [self._dict(o) for o in self._call("list", kind, n, lambda: list(self.client.list(res, **kw)))]
 

@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL
     action_id TEXT, step TEXT, detail TEXT);
 CREATE TABLE IF NOT EXISTS configmap_versions (namespace TEXT, name TEXT, resource_version TEXT, seen_at REAL,
     data TEXT, PRIMARY KEY (namespace, name, resource_version));
+CREATE TABLE IF NOT EXISTS gpu_incidents (node TEXT, gpu TEXT, incident_key TEXT, at REAL, rung TEXT,
+    PRIMARY KEY (node, gpu, incident_key));
 """
 
 
@@ -107,3 +109,19 @@ class Ledger:
         rows = self._exec("SELECT resource_version, seen_at, data FROM configmap_versions WHERE namespace = ? AND "
                           "name = ? ORDER BY seen_at", (namespace, name))
         return [{"resource_version": rv, "seen_at": at, "data": json.loads(d)} for rv, at, d in rows]
+
+    # ---- GPU history (repeat offenders) -------------------------------------------------------------
+    def record_gpu_incident(self, node: str, gpu: str, incident_key: str, at: float, rung: str) -> None:
+        """A GPU (node + uuid or index) the repair ladder served for an incident; one row per incident."""
+        self._exec("INSERT OR IGNORE INTO gpu_incidents VALUES (?, ?, ?, ?, ?)", (node, gpu, incident_key, at, rung))
+
+    def gpu_incidents(self, node: str, gpu: str | None, since: float, exclude: str = "") -> list[dict[str, Any]]:
+        """Earlier incidents on this GPU (gpu given) or on any GPU of this node (gpu None) since `since`."""
+        sql = ("SELECT incident_key, MIN(at), MIN(gpu) FROM gpu_incidents WHERE node = ? AND at >= ? AND "
+               "incident_key != ?")
+        args: tuple[Any, ...] = (node, since, exclude)
+        if gpu is not None:
+            sql += " AND gpu = ?"
+            args += (gpu,)
+        rows = self._exec(sql + " GROUP BY incident_key ORDER BY MIN(at)", args)
+        return [{"incident_key": k, "at": at, "gpu": g} for k, at, g in rows]

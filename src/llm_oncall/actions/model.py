@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, field_validator
 ActionKind = Literal[
     "scale_out", "restart_group", "cordon_node", "taint_node", "evict_pods", "rollback", "set_engine_args",
     "config_rollback", "gateway_rate_limit", "gateway_cap_max_tokens", "gateway_route_long_prompts",
+    "restart_pod", "reset_gpu", "reboot_node", "hardware_ticket",
 ]
 ACTION_KINDS: tuple[str, ...] = ActionKind.__args__  # type: ignore[attr-defined]
 Status = Literal["planned", "dry_run", "blocked", "executed", "failed", "skipped"]
@@ -151,3 +152,40 @@ class Plan(BaseModel):
 
 def action_id(plan_id: str, kind: str, target: Target) -> str:
     return "a-" + hashlib.sha256(f"{plan_id}/{kind}/{target.ref()}".encode()).hexdigest()[:10]
+
+
+_LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+def check_label_key(key: str) -> str:
+    """A label key: an optional DNS-1123 prefix (≤ 253) and `/`, then a name of ≤ 63 [A-Za-z0-9-_.]."""
+    prefix, slash, name = key.rpartition("/")
+    if (slash and (not prefix or len(prefix) > 253 or not _DNS1123.match(prefix))) or len(name) > 63 \
+            or not _LABEL_KEY_NAME.match(name):
+        raise UnsafeName(f"refusing label key {key!r}: not a valid Kubernetes label key")
+    return key
+
+
+def parse_selector(text: str) -> dict[str, str]:
+    """An equality-based label selector (`k=v,k2=v2`; `==` accepted), every key and value validated: it reaches the
+    API's labelSelector. Set-based forms (`in`, `notin`, `!=`, `!k`) are refused with the reason."""
+    out: dict[str, str] = {}
+    if not isinstance(text, str) or not text.strip():
+        raise UnsafeName("empty label selector")
+    for part in text.split(","):
+        item = part.strip()
+        if not item:
+            raise UnsafeName(f"label selector {text!r}: an empty requirement (a stray comma)")
+        if "!=" in item or item.startswith("!") or " in " in f" {item} " or " notin " in f" {item} " or "(" in item:
+            raise UnsafeName(f"label selector {text!r}: only equality requirements (key=value) are supported, "
+                             f"not {item!r}")
+        key, eq, value = item.replace("==", "=").partition("=")
+        if not eq:
+            raise UnsafeName(f"label selector {text!r}: {item!r} is not key=value")
+        key, value = key.strip(), value.strip()
+        check_label_key(key)
+        check_label_value(value, f"value of label {key}")
+        if key in out and out[key] != value:
+            raise UnsafeName(f"label selector {text!r}: {key} given twice with different values")
+        out[key] = value
+    return out

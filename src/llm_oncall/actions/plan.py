@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_oncall.actions import execute, pools
+from llm_oncall.actions import execute, ladder, pools
 from llm_oncall.actions.gateway import CONTEXT_RANGE, SIM_GATEWAY_CONFIGMAP
+from llm_oncall.actions.guard import RepeatOffender
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, DryRun, Plan, Target, UnsafeName, action_id, check_name
@@ -35,6 +36,8 @@ class Scope:
     pods: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    selector: dict[str, str] = field(default_factory=dict)
+    """The fleet's label selector (config `label_selector`): only matching workloads and pods are the fleet."""
 
     @property
     def workload_target(self) -> Target | None:
@@ -46,14 +49,18 @@ class Scope:
 
 
 def resolve_scope(kube: Kube, diagnosis: Diagnosis, snapshot: Snapshot | None,
-                  namespace: str | None = None) -> Scope:
+                  namespace: str | None = None, selector: dict[str, str] | None = None) -> Scope:
     labels = {p.name: dict(p.labels) for p in snapshot.pods} if snapshot is not None else {}
     ns = namespace or next((lab.get("namespace") for lab in labels.values() if lab.get("namespace")),
                            None) or kube.namespace
-    scope = Scope(check_name(ns, "namespace"))
+    scope = Scope(check_name(ns, "namespace"), selector=dict(selector or {}))
     for name in diagnosis.scope_pods:
         try:
-            scope.pods.append(kube.get("Pod", check_name(name, "pod name"), ns))
+            pod = kube.get("Pod", check_name(name, "pod name"), ns)
+            if not _matches(pod, scope.selector):
+                scope.problems.append(f"pod {name}: not in the fleet (label selector {scope.selector})")
+                continue
+            scope.pods.append(pod)
         except UnsafeName as exc:
             scope.problems.append(str(exc))
         except KubeError as exc:
@@ -90,10 +97,15 @@ def _workload(kube: Kube, scope: Scope, labels: dict[str, dict[str, str]]) -> di
                 return kube.get(kind, check_name(name), ns)
             except (KubeError, UnsafeName):
                 continue
-    deps = kube.list("Deployment", ns)
+    deps = kube.list("Deployment", ns, scope.selector or None)
     if len(deps) == 1:
         return deps[0]
     return None
+
+
+def _matches(obj: dict[str, Any], selector: dict[str, str]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
 
 
 def incident_key(diagnosis: Diagnosis, first_page_t: float | None = None) -> str:
@@ -102,9 +114,10 @@ def incident_key(diagnosis: Diagnosis, first_page_t: float | None = None) -> str
 
 def build(kube: Kube, diagnosis: Diagnosis, snapshots: Sequence[Snapshot], ledger: Ledger | None,
           gateway: dict[str, str], namespace: str | None = None, now: float = 0.0,
-          first_page_t: float | None = None) -> Plan:
+          first_page_t: float | None = None, repeat: RepeatOffender | None = None,
+          selector: dict[str, str] | None = None) -> Plan:
     snap = snapshots[-1] if snapshots else None
-    scope = resolve_scope(kube, diagnosis, snap, namespace)
+    scope = resolve_scope(kube, diagnosis, snap, namespace, selector)
     key = incident_key(diagnosis, first_page_t)
     plan_id = "p-" + hashlib.sha256(f"{key}/{now}".encode()).hexdigest()[:10]
     plan = Plan(id=plan_id, incident=diagnosis.incident, incident_key=key, diagnosis=diagnosis.to_json(),
@@ -114,8 +127,12 @@ def build(kube: Kube, diagnosis: Diagnosis, snapshots: Sequence[Snapshot], ledge
     for step in diagnosis.emergency_actions:
         kind = str(step.get("action"))
         params = dict(step.get("params") or {})
+        made: list[Action] | None
         try:
-            made = _actions(kube, kind, params, scope, diagnosis, snapshots, ledger, gateway)
+            if kind == "gpu_repair":
+                made = ladder.plan(kube, scope, diagnosis, snapshots, ledger, repeat or RepeatOffender(), key, now)
+            else:
+                made = _actions(kube, kind, params, scope, diagnosis, snapshots, ledger, gateway)
         except (KubeError, UnsafeName) as exc:
             plan.manual.append({"action": kind, "text": f"could not plan: {exc}"})
             continue

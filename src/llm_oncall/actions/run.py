@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from llm_oncall.actions import execute, gateway, plan
-from llm_oncall.actions.guard import Mode, Policy, decide
+from llm_oncall.actions.guard import DELETES, Mode, Policy, decide
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, Blocked, DryRun, Guard, Plan, TargetChanged, UnsafeName
@@ -29,8 +29,10 @@ class Fence(Protocol):
 class Actuator:
     def __init__(self, kube: Kube, ledger: Ledger, policy: Policy, mode: Mode = "propose", actor: str = "llm-oncall",
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-                 fence: Fence | None = None) -> None:
+                 fence: Fence | None = None, selector: dict[str, str] | None = None) -> None:
         self.kube = kube
+        self.selector = dict(selector or {})
+        """The fleet's label selector (its workloads and pods; config `label_selector`)."""
         self.fence = fence
         """Checked immediately before every execution (service/leader.py: only the Lease holder acts)."""
         self.ledger = ledger
@@ -58,12 +60,13 @@ class Actuator:
         now = self.clock()
         ns = namespace or self.kube.namespace
         gw = gateway.detect(self.kube, ns)
-        p = plan.build(self.kube, diagnosis, snapshots, self.ledger, gw, namespace, now, first_page_t)
+        p = plan.build(self.kube, diagnosis, snapshots, self.ledger, gw, namespace, now, first_page_t,
+                       repeat=self.policy.repeat_offender, selector=self.selector)
         self.ledger.audit(self.actor, p.id, "", "plan", {"incident": p.incident, "actions": [a.kind for a in p.actions],
                                                           "manual": [m["action"] for m in p.manual]})
         caps = self.policy.caps
         for a in p.actions:
-            if a.kind in ("evict_pods", "restart_group") and not_serving:
+            if a.kind in DELETES and not_serving:
                 a.params["not_serving"] = sorted(not_serving)
             if a.kind == "scale_out":
                 cur, want = int(a.params["from"]), int(a.params["replicas"])
@@ -89,13 +92,17 @@ class Actuator:
         except (Blocked, TargetChanged, UnsafeName, ValueError, KeyError) as exc:
             return DryRun(ok=False, detail=str(exc))
 
+    def effect(self, a: Action) -> tuple[bool, str] | None:
+        """The executed action's own verification (execute.effect), audited with the verdict."""
+        return execute.effect(self.kube, a)
+
     def guard(self, p: Plan, a: Action, approved: set[str] | frozenset[str] = frozenset(),
               overrides: Mapping[str, str] | None = None) -> Guard:
         nodes = self.kube.list("Node") if a.kind == "cordon_node" else []
         capacity = taken = 0
-        if a.kind in ("evict_pods", "restart_group"):
+        if a.kind in DELETES:
             idle = set(a.params.get("not_serving") or ())
-            serving = [pod for pod in self.kube.list("Pod", p.namespace)
+            serving = [pod for pod in self.kube.list("Pod", p.namespace, self.selector or None)
                        if _ready(pod) and pod["metadata"]["name"] not in idle]
             capacity = len(serving)
             taken = sum(1 for pod in serving if _targets(a, pod))

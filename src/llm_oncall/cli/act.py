@@ -69,6 +69,9 @@ def plan_cmd(
     selector: Annotated[str, typer.Option(help='Label matchers for Prometheus, e.g. job="vllm".')] = "",
     kubeconfig: KubeconfigOpt = None,
     namespace: Annotated[str | None, typer.Option(help="Namespace of the model server.")] = None,
+    label_selector: Annotated[str | None, typer.Option(
+        "--label-selector", help="The fleet's Kubernetes labels in its namespace (key=value,…): only matching "
+                                 "workloads and pods are acted on.")] = None,
     interval: Annotated[float, typer.Option(help="Between scrapes (live): 5s, or seconds.", parser=seconds)] = 5.0,
     samples: Annotated[int, typer.Option(help="Scrapes to take (live).", min=2)] = 4,
     db: DbOpt = Path("llm-oncall.db"),
@@ -89,6 +92,12 @@ def plan_cmd(
 
     if mode not in ("propose", "approve", "auto"):
         raise fail("--mode is propose, approve or auto")
+    from llm_oncall.actions.model import UnsafeName, parse_selector
+
+    try:
+        fleet_labels = parse_selector(label_selector) if label_selector is not None else {}
+    except UnsafeName as exc:
+        raise fail(f"--label-selector: {exc}") from exc
     live = bool(target or targets_file)
     if sum(x for x in (live, prometheus is not None, replay is not None)) != 1:
         raise fail("give exactly one of --target/--targets-file, --prometheus or --replay")
@@ -111,7 +120,8 @@ def plan_cmd(
         raise fail("no diagnosis: not enough telemetry", code=3)
     kube = _kube(kubeconfig, namespace)
     ledger = Ledger(db)
-    actuator = Actuator(kube, ledger, _policy(policy), mode=mode, actor="cli")  # type: ignore[arg-type]
+    actuator = Actuator(kube, ledger, _policy(policy), mode=mode, actor="cli",  # type: ignore[arg-type]
+                        selector=fleet_labels)
     try:
         ns = namespace or kube.namespace
         actuator.observe_config(ns, time.time())

@@ -214,3 +214,54 @@ def evidence_table(per_class: dict[str, dict[str, Any]]) -> FitTable:
                   "-" if v.get("precision") is None else f"{v['precision']:.3f}",
                   "-" if v.get("recall") is None else f"{v['recall']:.3f}")
     return t
+
+
+@app.command("events")
+def bench_events(
+    rate: Annotated[float, typer.Option(help="Events per second of the storm.")] = 100.0,
+    seconds: Annotated[float, typer.Option(help="Length of the storm (its own clock).")] = 60.0,
+    seed: Annotated[int, typer.Option(help="Seed of the storm's shape.")] = 7,
+    as_json: JsonOpt = False,
+) -> None:
+    """A GPU event storm through the service's alert path: every event written vs the storm gate, side by side."""
+    from llm_oncall.drills import bench_events as be
+
+    if rate <= 0 or seconds <= 0:
+        raise fail("--rate and --seconds must be positive")
+    result = be.run(_alert_handler, rate, seconds, seed)
+    if as_json:
+        print_json(result)
+        return
+    t = FitTable(Column("", no_wrap=True), Column("every event written", justify="right"),
+                 Column("storm gate", justify="right"),
+                 title=f"{result['events']} GPU events at {rate:g}/s ({seconds:g} s storm) through POST "
+                       "/api/v1/alerts (minus HTTP)")
+    u, g = result["ungated"], result["gated"]
+    for key, label in (("events_per_s", "events per second (wall)"), ("events_per_cpu_s", "events per CPU second"),
+                       ("core_share_at_target",
+                                                                       f"core share at {be.TARGET_RATE:g}/s"),
+                       ("incidents", "incidents opened"), ("alert_rows", "alert rows written"),
+                       ("timeline_rows", "timeline rows written"), ("wall_s", "wall seconds"),
+                       ("cpu_s", "CPU seconds")):
+        t.add_row(label, str(u[key]), str(g[key]))
+    console.print(t)
+    console.print(f"capacity ratio (gate / every event): [bold]{result['capacity_ratio']}×[/bold]; keeps up at "
+                  f"{be.TARGET_RATE:g} events/s: {'yes' if result['keeps_up'] else 'NO'}")
+
+
+def _alert_handler(db: Path, clock: Any, gated: bool) -> Any:
+    """The service's POST /api/v1/alerts path without HTTP: webhook validation, the storm gate, the store."""
+    import json
+
+    from llm_oncall.incidents import IncidentStore, storm
+    from llm_oncall.service.config import StormConfig
+    from llm_oncall.service.webhook import Webhook
+
+    store = IncidentStore(db, clock=clock)
+    st = StormConfig()
+    gate = storm.StormGate(st.dedup_s, st.node_cooldown_s, st.flush_s) if gated else None
+
+    def handle(body: bytes) -> Any:
+        hook = Webhook.model_validate(json.loads(body))
+        return storm.ingest(store, gate, hook.groupKey, hook.alert_dicts(), clock())
+    return handle

@@ -28,6 +28,10 @@ def drill(
     manual: Annotated[bool, typer.Option("--manual/--no-manual", help="With --act: also work each incident as a "
                                          "simulated on-call human following the runbook (docs/drills.md), for "
                                          "the MTTR side by side.")] = True,
+    variant: Annotated[str | None, typer.Option(
+        "--variant", help="gpu-ecc only: which fault, one per rung of the GPU repair ladder: dbe (Xid 48+63, GPU "
+                          "reset; the default), contained (Xid 94, app restart), off_bus (Xid 79, reboot), repeat "
+                          "(a repeat offender: cordon and hardware ticket).")] = None,
     first_suite_shapes: Annotated[bool, typer.Option(
         "--first-suite-shapes", help="With --suite: only the first suite's scenario shapes (to compare).")] = False,
     as_json: JsonOpt = False,
@@ -56,13 +60,22 @@ def drill(
     if unknown:
         raise fail(f"unknown incident(s): {', '.join(unknown)}; choose from {', '.join(known)}")
     jobs = [(i, seed) for i in chosen]
+    params: tuple[tuple[str, str], ...] = ()
+    if variant is not None:
+        from llm_oncall.sim.faults import GPU_ECC_VARIANTS
+
+        if chosen != ["gpu-ecc"] or variant not in GPU_ECC_VARIANTS:
+            raise fail(f"--variant is for gpu-ecc alone, one of {', '.join(GPU_ECC_VARIANTS)}")
+        params = (("variant", variant),)
     if postmortem is not None and not act:
         raise fail("--postmortem needs --act (the postmortem is written from the record of the response)")
     if postmortem is not None and postmortem.exists() and not postmortem.is_dir():
         raise fail(f"--postmortem {postmortem}: exists and is not a directory")
     if act:
-        _drill_act(jobs, workers, seed, as_json, postmortem, manual)
+        _drill_act(jobs, workers, seed, as_json, postmortem, manual, params)
         return
+    if params:
+        raise fail("--variant needs --act (the variant decides the repair)")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("drilling", total=len(jobs))
@@ -130,10 +143,12 @@ def _suite_act(n: int, seed: int, workers: int | None, manual: bool, as_json: bo
 
 
 def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_json: bool,
-               postmortem: Path | None = None, manual: bool = True) -> None:
+               postmortem: Path | None = None, manual: bool = True,
+               params: tuple[tuple[str, str], ...] = ()) -> None:
     from llm_oncall.drills import act
 
-    todo = [act.Job(i, s, postmortem / i if postmortem is not None else None, manual=manual) for i, s in jobs]
+    todo = [act.Job(i, s, postmortem / i if postmortem is not None else None, manual=manual, params=params)
+            for i, s in jobs]
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("drilling (--act)", total=len(jobs))

@@ -67,6 +67,12 @@ class Autopilot:
         for f in findings:
             self.findings[f.file] = f
 
+    def replace_findings(self, prefix: str, findings: Sequence[Finding]) -> None:
+        """The findings of one reader (files named `prefix…`) as it sees them now: those it no longer reports go."""
+        for name in [n for n in self.findings if n.startswith(prefix)]:
+            del self.findings[name]
+        self.add_findings(findings)
+
     def step(self, at: float | None = None) -> Diagnosis:
         snap = self.store.snapshot(at=at, window_s=self.window_s)
         if at is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,20 +90,21 @@ def _summary(a: Action) -> dict[str, Any]:
             else a.status, "runbook_action": a.runbook_action, "why": a.why,
             "dry_run": a.dry_run.model_dump() if a.dry_run else None,
             "guard": a.guard.model_dump() if a.guard else None,
-            "result": a.result, "verification": v.model_dump() if v else None}
+            "result": a.result, "verification": v.model_dump() if v else None,
+            **({"rung": a.params["rung"]} if "rung" in a.params else {})}
 
 
 def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s: float = INTERVAL_S,
             workdir: Path | None = None, record: Path | None = None, mode: Mode = "auto",
             approver: Callable[[IncidentStore, Responder], None] | None = None, wait_s: float = 0.0,
             cfg: FleetConfig | None = None, fault: FaultSpec | None = None,
-            watch_s: float | None = None) -> ActResult:
+            watch_s: float | None = None, params: Mapping[str, Any] | None = None) -> ActResult:
     """`record`: the SQLite file of the incident record (store, ledger, telemetry), else a temporary one.
     `approver` (approve mode): called after every round, as a human at the console would be; `wait_s`: how much
     longer than usual the drill watches for the fix (a human who decides later); `watch_s`: run exactly this long
     after the planned onset, whatever happens (two runs compared side by side see the same window)."""
     if cfg is None:
-        cfg, fault = scenario(incident, seed)
+        cfg, fault = scenario(incident, seed, params=dict(params or {}))
     fleet = Fleet(cfg, seed=seed, fault=fault)
     cluster = KubeCluster(fleet)
     server = KubeApiServer(cluster).start()
@@ -117,6 +118,8 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
         return cfg.epoch + fleet.now
 
     store, ledger, telemetry = IncidentStore(db, clock=clock), Ledger(db, clock=clock), TelemetryLog(db)
+    if fault is not None and fault.params.get("variant") == "repeat":
+        seed_repeat_history(ledger, fleet, policy, clock())
     try:
         kc = server.write_kubeconfig(Path(workdir or tmp.name) / f"kubeconfig-{incident}")
         actuator = Actuator(Kube(kc), ledger, policy, mode=mode, actor=ACTOR, clock=clock, sleep=lambda s: None)
@@ -133,6 +136,16 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
             c.close()
         server.stop()
         tmp.cleanup()
+
+
+def seed_repeat_history(ledger: Ledger, fleet: Fleet, policy: Policy, now: float) -> None:
+    """The repeat-offender drill's history: each node of the fleet already had N-1 GPU incidents (the policy's N)
+    within the policy's window, as the store would remember them."""
+    rep = policy.repeat_offender
+    for node in fleet.nodes():
+        for i in range(rep.incidents - 1):
+            at = now - (i + 1) * rep.days * 86_400.0 / (rep.incidents + 1)
+            ledger.record_gpu_incident(node, "0", f"gpu-ecc@earlier-{i}", at, "reset_gpu")
 
 
 def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch: float,
@@ -196,19 +209,23 @@ class Job:
     """Write the incident record and its postmortem under this directory."""
     manual: bool = False
     """Also run the manual baseline (drills/manual.py) on the same seeded incident."""
+    params: tuple[tuple[str, str], ...] = ()
+    """Fault parameters (e.g. the gpu-ecc `variant`)."""
 
 
 def run_job(job: Job) -> ActResult:
     from llm_oncall.drills.manual import Human, ManualApprover
 
-    r = run_act(job.incident, job.seed, record=job.out / "record.db" if job.out is not None else None)
+    r = run_act(job.incident, job.seed, record=job.out / "record.db" if job.out is not None else None,
+                params=dict(job.params))
     if job.out is not None and r.incident_id is not None:
         from llm_oncall.postmortem.write import write_postmortem
 
         r.postmortem = write_postmortem(job.out / "record.db", r.incident_id, job.out).to_json()
     if job.manual:
         delay = Human().delay_s(job.incident, job.seed)
-        m = run_act(job.incident, job.seed, mode="approve", approver=ManualApprover(delay), wait_s=delay)
+        m = run_act(job.incident, job.seed, mode="approve", approver=ManualApprover(delay), wait_s=delay,
+                    params=dict(job.params))
         # A human who comes after the incident went away by itself recovered it by waiting: its resolution.
         r.manual_seconds_to_recovery = m.seconds_to_recovery if m.seconds_to_recovery is not None else (
             m.seconds_to_resolution if not any(a["status"] == "executed" for a in m.actions) else None)

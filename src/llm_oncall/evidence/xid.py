@@ -24,6 +24,9 @@ from llm_oncall.evidence.model import Finding, compact, line_numbers
 CATALOG_PATH = Path(__file__).parent / "catalog" / "xid.yaml"
 
 Action = Literal["isolate_node", "reset_gpu", "reboot_node", "restart_group", "check_application", "none"]
+Rung = Literal["restart_app", "reset_gpu", "reboot_node", "replace_hardware"]
+RUNGS: tuple[str, ...] = Rung.__args__  # type: ignore[attr-defined]
+"""The repair ladder's rungs, least to most disruptive (their actions: the catalogue's repair_ladder)."""
 
 ACTION_TEXT: dict[str, str] = {
     "isolate_node": "isolate the node (cordon, drain) and reschedule its pods; the GPU needs service",
@@ -55,6 +58,9 @@ class XidEntry(BaseModel):
     node_benign: bool
     action: Action
     gpud_repair: list[str] = Field(default_factory=list)
+    rung: Rung | None = None
+    """The repair ladder's rung for this code (gpu-ecc codes); `rung_from` says where it comes from."""
+    rung_from: str | None = None
     mnemonic: str | None = None
     catalog_unused: bool = False
 
@@ -66,6 +72,8 @@ class XidEntry(BaseModel):
             raise ValueError(f"Xid {self.code}: the engine-hang path is for NVLink faults (nvlink: true)")
         if self.incident_hint is not None and self.action == "none":
             raise ValueError(f"Xid {self.code}: an incident hint needs an action")
+        if self.incident_hint == "gpu-ecc" and (self.rung is None or not self.rung_from):
+            raise ValueError(f"Xid {self.code}: a gpu-ecc code needs its repair rung (rung, rung_from)")
         return self
 
     @property

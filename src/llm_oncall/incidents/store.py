@@ -22,7 +22,7 @@ from llm_oncall.incidents.schema import migrate
 
 STATUSES = ("open", "mitigating", "mitigated", "resolved")
 EVENT_KINDS = ("alert", "diagnosis", "plan", "approval", "action", "verification", "notification", "status", "effect",
-               "note")
+               "note", "suppressed")
 _ORDER = {s: i for i, s in enumerate(STATUSES)}
 UNNAMED = ("unknown", "healthy")
 """Answers that name no runbook: they never rename an incident a runbook named."""

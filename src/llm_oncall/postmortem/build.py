@@ -261,4 +261,7 @@ def event_text(kind: str, d: dict[str, Any], lang: str = "en") -> str:
         return tr(lang, "ev_notify", detail=d.get("text") or d.get("event") or "")
     if kind in ("effect", "note"):
         return tr(lang, f"ev_{kind}", detail=d.get("detail", ""))
+    if kind == "suppressed":  # the storm gate's counts (incidents/storm.py)
+        nodes = ", ".join(f"{n} ×{c}" for n, c in sorted((d.get("by_node") or {}).items()))
+        return f"storm gate: {d.get('events', 0)} event(s) counted, not written ({nodes or '—'})"
     return str(d)

@@ -103,7 +103,8 @@ def _label(signal: str) -> str:
 def _widths(m: Moments, span: float) -> list[float]:
     eps = max(span, 1.0) * 0.004
     marks = m.marks()
-    return [MARK_PT + 4.0 * sum(1 for k2, t2, _ in marks if LAYER[k2] < LAYER[k] and abs(t2 - t) <= eps)
+    # one band per kind of mark on top (three actions at once are one band, not three)
+    return [MARK_PT + 4.0 * len({k2 for k2, t2, _ in marks if LAYER[k2] < LAYER[k] and abs(t2 - t) <= eps})
             for k, t, _ in marks]
 
 

@@ -31,9 +31,11 @@ from llm_oncall.actions.model import Action, Plan
 from llm_oncall.actions.run import Actuator
 from llm_oncall.diagnosis.autopilot import HISTORY, Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.evidence import nodeproblems
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.respond.history import History
+from llm_oncall.respond.nodeproblems import NodeProblemReader
 from llm_oncall.signals.source import Source
 
 PENDING = ("planned", "dry_run")
@@ -122,6 +124,8 @@ class Responder:
         self.clock = clock
         self.log: Log = log or _Quiet()
         self.telemetry = telemetry
+        self.node_problems = NodeProblemReader(actuator.kube) if actuator is not None else None
+        """Node conditions and Events (NPD, GPU-health agents) read through the actuator's Kubernetes client."""
         self.notify: Notify = notify or (lambda *a: None)
         self.counters: Counters = counters or _NoCounts()
         self.namespace = namespace
@@ -169,6 +173,8 @@ class Responder:
             self.pilot = pilot
         else:
             self.pilot.observe(batch)
+            if self.node_problems is not None:  # what NPD / GPU-health agents put on the Nodes, this round
+                self.pilot.replace_findings(nodeproblems.PREFIX, self.node_problems.read(self.clock()))
             if self.history is not None:
                 self.history.append(self.clock(), batch)
             d = self.pilot.step() if len(self.pilot.store.times()) >= 2 else None
@@ -435,6 +441,10 @@ class Responder:
         why = "" if a.status == "executed" else f" — {a.result if a.result else (a.guard.why if a.guard else '')}"
         self.notify(c.id, "action", f"{a.kind} {a.target.ref()}: {a.status}{why}",
                     {"action_id": a.id, "status": a.status, "result": a.result})
+        if a.kind == "hardware_ticket" and a.status == "executed":  # the ticket itself: the notify target
+            self.notify(c.id, "hardware_ticket", f"hardware ticket: {a.params.get('summary', a.target.ref())}",
+                        {"action_id": a.id, "node": a.params.get("node"), "gpu": a.params.get("gpu"),
+                         "rung": a.params.get("rung"), "xids": a.params.get("xids"), "ticket": a.params.get("ticket")})
 
     # ---- verify and resolve -------------------------------------------------------------------------
     def _verify(self, c: Case, d: Diagnosis) -> None:
@@ -474,6 +484,12 @@ class Responder:
             if a.status != "executed":
                 continue
             a.verification = verify.judge(incident, before, obs, c.baselines, previous)
+            own = act.effect(a)
+            if own is not None:  # the action's own check (a rung of the repair ladder): done what it is for?
+                ok_own, why_own = own
+                a.verification.detail += f"; {a.kind}: {why_own}"
+                if not ok_own and a.verification.verdict == "helped":
+                    a.verification.verdict = "no_effect"
             self.ledger.audit(act.actor, c.plan.id, a.id, "verify", a.verification.model_dump())
             if a.verification.verdict == "harmful":
                 a.verification.detail += "; " + act.revert(c.plan, a)

@@ -14,6 +14,7 @@ INCIDENTS = ALL
 ACTIONS = (
     "scale_out", "gateway_cap", "restart_group", "restart_pod", "drain_pod", "taint_node", "cordon_node",
     "rollback", "pause_rollout", "set_flag", "route_by_length", "rate_limit", "call_hardware", "notify",
+    "gpu_repair",
 )
 _ID = re.compile(r"^[a-z][a-z0-9-]{1,63}$")
 

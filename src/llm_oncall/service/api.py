@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from llm_oncall.actions.ledger import Ledger
-from llm_oncall.incidents import IncidentStore, StoreError
+from llm_oncall.incidents import IncidentStore, StoreError, storm
 from llm_oncall.service.config import ROLES, ServiceConfig
 from llm_oncall.service.observability import Log, Metrics
 from llm_oncall.service.watch import Watcher
@@ -45,6 +45,7 @@ class Service(Protocol):
     store: IncidentStore
     ledger: Ledger
     watcher: Watcher
+    gate: storm.StormGate | None
 
     def refresh_counts(self) -> None: ...
 
@@ -249,15 +250,15 @@ class Api:
             errs = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
             raise HttpError(400, f"not an Alertmanager webhook v4 body: {errs}") from None
         try:
-            iid, new = s.store.add_alerts(hook.groupKey, hook.alert_dicts())
+            iid, new, suppressed = storm.ingest(s.store, s.gate, hook.groupKey, hook.alert_dicts(), s.store.clock())
         except StoreError as exc:
             raise HttpError(503, f"the store cannot take the alert now ({exc}); Alertmanager will re-send",
                             {"Retry-After": "5"}) from None
         if new and any(a.status == "firing" for a in hook.alerts):
             s.watcher.wake.set()  # a fresh round now; the answer does not wait for it
         s.log.info("alerts", group_key=hook.groupKey, status=hook.status, alerts=len(hook.alerts), new=new,
-                   incident_id=iid)
-        return {"incident": iid, "alerts": len(hook.alerts), "new": new}
+                   suppressed=suppressed, incident_id=iid)
+        return {"incident": iid, "alerts": len(hook.alerts), "new": new, "suppressed": suppressed}
 
     @staticmethod
     def decision_body(by: str, body: bytes) -> tuple[str, str | None]:

@@ -15,6 +15,7 @@ from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.run import Actuator
 from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.incidents import IncidentStore, StoreError
+from llm_oncall.incidents.storm import StormGate
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.service import api, sources
 from llm_oncall.service.config import ServiceConfig
@@ -36,6 +37,8 @@ class Service:
         self.feed = sources.build(cfg)
         self.store = IncidentStore(cfg.db, clock=self.feed.clock, busy_timeout_s=2.0)
         self.ledger = Ledger(cfg.db, clock=self.feed.clock)
+        st = cfg.storm
+        self.gate = StormGate(st.dedup_s, st.node_cooldown_s, st.flush_s) if st.enabled else None
         policy = Policy.load(cfg.policy) if cfg.policy is not None else Policy()
         # "a diagnosis older than two scrape intervals is re-checked before execution" (the loop's interval)
         policy.max_diagnosis_age_s = 2 * self.feed.interval_s
@@ -53,7 +56,7 @@ class Service:
                 fence = LeaseFence(self.elector, policy, self.ledger)
                 self.elector.on_change.append(self._leader_changed)
             actuator = Actuator(kube, self.ledger, policy, mode=cfg.mode, actor="llm-oncall-serve", fence=fence,
-                                clock=self.feed.clock)
+                                clock=self.feed.clock, selector=cfg.selector)
         else:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -10,6 +12,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from llm_oncall.actions.model import UnsafeName, parse_selector
 from llm_oncall.service import secrets
 from llm_oncall.signals.duration import parse_duration
 
@@ -89,6 +92,17 @@ class AuthConfig(_Strict):
     approve: list[str] = Field(default_factory=list)
     override: list[str] = Field(default_factory=list)
     """Approvers who may approve a guard-blocked action, with a reason (audited); they also hold `approve`."""
+
+    @field_validator("webhook", "api", "approve", "override", mode="before")
+    @classmethod
+    def _resolve(cls, v: Any) -> Any:
+        """Each token inline or `{file: PATH}` / `{env: NAME}` (a mounted Secret); the role itself may be one
+        `{file: PATH}` / `{env: NAME}` holding several tokens, one a line."""
+        if isinstance(v, dict):
+            return [t.strip() for t in secrets.resolve(v, "").splitlines() if t.strip()]
+        if isinstance(v, list):
+            return [secrets.resolve(t, f"token {i + 1}") if isinstance(t, dict) else t for i, t in enumerate(v)]
+        return v
 
     @field_validator("webhook", "api", "approve", "override")
     @classmethod
@@ -274,6 +288,20 @@ class ConsoleConfig(_Strict):
         return _duration(v, "duration")
 
 
+class StormConfig(_Strict):
+    """Event-storm suppression (incidents/storm.py): per node+GPU dedup, one incident per node per cooldown."""
+
+    enabled: bool = True
+    dedup_s: float = Field(default=300.0, gt=0)
+    node_cooldown_s: float = Field(default=1800.0, ge=0)
+    flush_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("dedup_s", "node_cooldown_s", "flush_s", mode="before")
+    @classmethod
+    def _dur(cls, v: Any) -> float:
+        return _duration(v, "duration")
+
+
 class ServiceConfig(_Strict):
     listen: str = "127.0.0.1:8080"
     db: Path = Path("incidents.db")
@@ -282,7 +310,10 @@ class ServiceConfig(_Strict):
     mode: Literal["propose", "approve", "auto"] = "propose"
     policy: Path | None = None
     kubeconfig: Path | None = None
+    """A path, `{file: PATH}` (a mounted Secret) or `{env: NAME}` (the kubeconfig's YAML in a variable)."""
     namespace: str | None = None
+    label_selector: str | None = Field(default=None, description="the fleet's label selector (key=value,…) in its "
+                                       "namespace: only matching workloads and pods are acted on")
     auth: AuthConfig = Field(default_factory=AuthConfig)
     notify: list[NotifyConfig] = Field(default_factory=list)
     max_body_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)
@@ -295,11 +326,35 @@ class ServiceConfig(_Strict):
     read_timeout: float = Field(10.0, ge=0.5, le=60, description="a request (headers and body) must arrive within "
                                 "this; a slower client is cut off (seconds or a duration)")
     console: ConsoleConfig = Field(default_factory=lambda: ConsoleConfig())
+    storm: StormConfig = Field(default_factory=lambda: StormConfig())
 
     @field_validator("interval", "kube_timeout", "read_timeout", mode="before")
     @classmethod
     def _dur(cls, v: Any) -> float:
         return _duration(v, "duration")
+
+    @field_validator("kubeconfig", mode="before")
+    @classmethod
+    def _kubeconfig(cls, v: Any) -> Any:
+        if isinstance(v, dict) and set(v) == {"file"}:
+            return v["file"] if isinstance(v["file"], str) and v["file"] else secrets.resolve(v, "")
+        if isinstance(v, dict):
+            return _kubeconfig_file(secrets.resolve(v, ""))
+        return v
+
+    @field_validator("label_selector")
+    @classmethod
+    def _selector(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                parse_selector(v)
+            except UnsafeName as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return parse_selector(self.label_selector) if self.label_selector else {}
 
     @field_validator("listen")
     @classmethod
@@ -345,6 +400,33 @@ def load(path: Path) -> ServiceConfig:
         raise ConfigError(f"{path}: leader_election needs the cluster's API: set kubeconfig or in_cluster: true")
     if cfg.in_cluster and cfg.kubeconfig is not None:
         raise ConfigError(f"{path}: give kubeconfig or in_cluster, not both")
+    if cfg.kubeconfig is not None:
+        problem = _kubeconfig_problem(cfg.kubeconfig)
+        if problem:
+            raise ConfigError(f"{path}: kubeconfig: {problem}")
     if cfg.mode != "propose" and not (cfg.auth.approve or cfg.mode == "auto"):
         raise ConfigError(f"{path}: mode approve needs auth.approve tokens (nobody could approve)")
     return cfg
+
+
+def _kubeconfig_file(text: str) -> Path:
+    """A kubeconfig given as text (`{env: NAME}`): written to a file only this user can read, for lightkube."""
+    d = Path(tempfile.mkdtemp(prefix="llm-oncall-kubeconfig-"))
+    f = d / "kubeconfig"
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return f
+
+
+def _kubeconfig_problem(path: Path) -> str | None:
+    """Why this is not a kubeconfig lightkube can use (None: it looks like one). Never quotes its content."""
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return f"cannot read {path} ({exc.strerror or exc})"
+    except yaml.YAMLError:
+        return f"{path} is not YAML"
+    if not isinstance(doc, dict) or not doc.get("clusters") or not doc.get("contexts"):
+        return f"{path} has no clusters/contexts (not a kubeconfig)"
+    return None

@@ -14,12 +14,12 @@ PCI_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 MODEL = "NVIDIA H100 80GB HBM3"
 DRIVER = "550.127.05"
 XID_MSG = {0: "", 48: "DBE (Double Bit Error) ECC Error", 63: "ECC page retirement or row remapping "
-           "recording event", 74: "NVLINK Error", 94: "Contained ECC error"}
+           "recording event", 74: "NVLINK Error", 79: "GPU has fallen off the bus.", 94: "Contained ECC error"}
 
 
 class Gpu:
     __slots__ = (
-        "busy", "clock_factor", "container", "crc_data", "crc_flit", "dbe_agg", "dbe_vol", "energy_mj",
+        "busy", "clock_factor", "container", "crc_data", "crc_flit", "dbe_agg", "dbe_vol", "energy_mj", "fault",
         "index", "namespace", "nvlink_bytes", "pod", "recovery", "remap_failure", "remap_pending",
         "remapped_corr", "remapped_uncorr", "replay", "sbe_agg", "sbe_vol", "uuid", "xid",
     )
@@ -40,6 +40,9 @@ class Gpu:
         self.remap_failure = 0
         self.crc_flit = self.crc_data = self.replay = self.recovery = 0
         self.xid = 0
+        self.fault = ""
+        """An injected hardware fault still present: "" | "ecc" (cleared by a GPU reset) | "off_bus" (by a
+        reboot) | "hardware" (by neither)."""
 
     def power_w(self) -> float:
         return 70.0 + 560.0 * self.busy * self.clock_factor

@@ -131,9 +131,19 @@ def bad_model_rollout(fleet: FleetHooks, at: float, p: Params, rng: random.Rando
     fleet.schedule(at, onset)
 
 
+GPU_ECC_VARIANTS = ("dbe", "contained", "off_bus", "repeat")
+"""The gpu-ecc fault's `variant` (one per rung of the repair ladder): a double-bit error with a pending row remap
+(Xid 48 + 63: reset the GPU; the default), a contained error (Xid 94: restart the application), a DBE after which
+the GPU falls off the bus (Xid 48, then 79: reboot the node), and `repeat` — a DBE on a GPU the incident store
+has seen before (the drill seeds that history): cordon and a hardware ticket."""
+
+
 def gpu_ecc(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
     wrong = float(p.get("wrong_rate", rng.uniform(0.01, 0.03)))
     sbe_rate = float(p.get("sbe_per_s", rng.uniform(0.5, 5.0)))
+    variant = str(p.get("variant", "dbe"))
+    if variant not in GPU_ECC_VARIANTS:
+        raise ValueError(f"gpu-ecc variant {variant!r}: one of {', '.join(GPU_ECC_VARIANTS)}")
 
     def onset(t: float) -> None:
         pod = _pick_pod(fleet, p, rng)
@@ -146,13 +156,32 @@ def gpu_ecc(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None
         uptime = 86_400.0 * 12 + t
         gpu.dbe_vol += 1
         gpu.dbe_agg += 1
+
+        def agent(line: str, at_t: float) -> None:  # NPD's GPU check quotes the kernel's Xid line on the Node
+            fleet.node_events.append({"t": at_t, "node": pod.node, "reason": "GPUXIDErrors", "message": line})
+            del fleet.node_events[:-200]
+        if variant == "contained":  # an uncorrectable error contained to the process; its page is retired
+            gpu.xid = 94
+            klog.append(logs.xid_line(uptime, pci, 94, pid))
+            agent(klog[-1], t)
+            return
         gpu.remapped_uncorr += 1
         gpu.remap_pending = 1
         gpu.xid = 48
+        gpu.fault = "ecc"
         klog.append(logs.xid_line(uptime, pci, 48, pid))
         klog.append(logs.xid_line(uptime + 0.002, pci, 63, pid))
+        agent(klog[-2], t)
+        if variant == "off_bus":
+            gpu.fault = "off_bus"
+            gpu.xid = 79
+            klog.append(logs.xid_line(uptime + 2.0, pci, 79, pid))
+            agent(klog[-1], t + 2.0)
+            return
 
         def errors(t2: float) -> None:
+            if not gpu.fault:
+                return  # the GPU was reset
             n = int(rng.expovariate(1.0 / sbe_rate) * 10)
             gpu.sbe_vol += n
             gpu.sbe_agg += n

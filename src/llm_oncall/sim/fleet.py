@@ -78,6 +78,12 @@ class Fleet:
         self.desired_replicas = cfg.pods
         self.truth = GroundTruth("healthy", None)
         self.cordoned: set[str] = set()
+        self.boots: dict[str, int] = {}
+        """Reboots per node (its bootID changes with each)."""
+        self.node_events: list[dict[str, Any]] = []
+        """What a GPU-health agent (NPD's GPU checks) reported on a node: {t, node, reason, message}."""
+        self.rebooting: set[str] = set()
+        """Nodes rebooting: NotReady, no new pods."""
         self.taints: dict[str, list[dict[str, str]]] = {}
         self._next_log = cfg.log_interval_s
         self._next_gpu = 1.0

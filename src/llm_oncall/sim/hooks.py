@@ -41,6 +41,10 @@ class FleetHooks(Protocol):
     desired_replicas: int
     truth: GroundTruth
     cordoned: set[str]
+    node_events: list[dict[str, Any]]
+    """A GPU-health agent's reports per node ({t, node, reason, message}): Node conditions and Warning Events."""
+    rebooting: set[str]
+    """Nodes rebooting (NotReady): no new pods land there."""
     """Nodes with spec.unschedulable (cordoned): no new pods land there."""
     taints: dict[str, list[dict[str, str]]]
     """Node taints as the Kubernetes API holds them (`key`, `value`, `effect`, `timeAdded`)."""

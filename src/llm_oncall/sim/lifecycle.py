@@ -50,7 +50,7 @@ NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
 def schedulable(fleet: FleetHooks, node: str) -> bool:
     """A cordoned node (spec.unschedulable) or one with a NoSchedule/NoExecute taint takes no new pods (the
     vLLM pods tolerate none of them)."""
-    if node in fleet.cordoned:
+    if node in fleet.cordoned or node in fleet.rebooting:
         return False
     return not any(t.get("effect") in NO_SCHEDULE_EFFECTS for t in fleet.taints.get(node, ()))
 

@@ -102,6 +102,7 @@ _XID_TEXT = {
         "subpartition 0.",
     63: "Row Remapper: New row (0x0000000000a1f2c0) marked for remapping, reset gpu to activate.",
     94: "Contained: SM (0x1). RST: No, D-RST: No",
+    79: "GPU has fallen off the bus.",
     74: "NVLink: fatal error detected on link 5(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)",
 }
 

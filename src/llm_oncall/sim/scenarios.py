@@ -26,6 +26,10 @@ def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfi
     elif incident == "retry-storm":
         # a fleet running hot (~75 % of capacity) whose API servers OOM when queues explode
         cfg = dataclasses.replace(cfg, rate_per_pod=9.0, oom_queue_limit=300)
+    elif incident == "gpu-ecc" and params.get("variant") in ("off_bus", "repeat") and "gpus_per_node" not in overrides:
+        # the node-level rungs drain a whole node: 2 GPUs per node, so one node is a quarter of the fleet (within
+        # the default delete cap, 25 % of the serving pods)
+        cfg = dataclasses.replace(cfg, gpus_per_node=2)
     cfg = dataclasses.replace(cfg, **overrides)
     if incident == "kv-capacity" and "hpa" not in overrides:
         cfg = dataclasses.replace(cfg, hpa=kv_capacity_hpa(cfg))

@@ -23,6 +23,7 @@ from llm_oncall.sim.kubeapi import (
     events,
     fleetops,
     identity,
+    jobs,
     leases,
     nodes,
     routing,
@@ -215,6 +216,8 @@ class KubeCluster:
             self._validate_owned(rt, obj)
             if dry_run:
                 return obj
+            if rt.kind == "Job":
+                jobs.run(self.fleet, obj)  # before it is stored: the Job's status is its run's outcome
             obj["metadata"]["resourceVersion"] = self._next_rv()
             self.store[key] = obj
             self.writes += 1

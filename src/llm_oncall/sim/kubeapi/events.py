@@ -30,7 +30,26 @@ def events(fleet: Fleet, extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
             kind = "LeaderWorkerSet"
         seq = first + i
         out.append(_event(fleet, name, kind, reason, type_, str(e["detail"]), float(e["t"]), seq))
+    out.extend(node_events(fleet))
     out.extend(extra)
+    return out
+
+
+def node_events(fleet: Fleet) -> list[dict[str, Any]]:
+    """Warning Events a GPU-health agent (NPD's custom plugin monitor) posts on Nodes: in `default`, the namespace
+    of a cluster-scoped object's Events."""
+    out = []
+    for i, e in enumerate(fleet.node_events):
+        when = ts(fleet, float(e["t"]))
+        node = str(e["node"])
+        out.append({"apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": f"{node}.{i:016x}", "namespace": "default",
+                                 "uid": uid_of("node-event", node, i), "creationTimestamp": when},
+                    "involvedObject": {"kind": "Node", "name": node, "uid": node, "namespace": ""},
+                    "reason": str(e["reason"]), "message": str(e["message"]), "type": "Warning", "count": 1,
+                    "firstTimestamp": when, "lastTimestamp": when,
+                    "source": {"component": "custom-plugin-monitor", "host": node},
+                    "reportingComponent": "custom-plugin-monitor", "reportingInstance": node})
     return out
 
 

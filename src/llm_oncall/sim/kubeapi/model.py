@@ -59,6 +59,7 @@ RESOURCES: tuple[ResourceType, ...] = (
                  "inferenceobjective", subresources=("status",), crd=True),
     ResourceType("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
                  "horizontalpodautoscaler", short_names=("hpa",), subresources=("status",)),
+    ResourceType("batch", "v1", "Job", "jobs", "job", subresources=("status",)),
     ResourceType("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", "scaledobject",
                  short_names=("so",), subresources=("status",), crd=True),
 )

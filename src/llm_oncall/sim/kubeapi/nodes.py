@@ -45,14 +45,20 @@ def node(fleet: Fleet, name: str, book: Bookkeeping) -> dict[str, Any]:
              ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
              ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
              ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+    if name in fleet.rebooting:  # the node controller's view of a node whose kubelet stopped posting
+        conds[-1] = ("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+    boots = fleet.boots.get(name, 0)
+    boot_id = uid_of("boot", name) if not boots else uid_of("boot", name, boots)
     status = {
         "capacity": capacity, "allocatable": {**capacity, "cpu": "191450m", "memory": "2080000000Ki"},
         "conditions": [{"type": c, "status": s, "reason": r, "message": m, "lastHeartbeatTime": beat,
-                        "lastTransitionTime": ts(fleet, created)} for c, s, r, m in conds],
+                        "lastTransitionTime": ts(fleet, since)} for c, s, r, m, since in _agent(fleet, name, created)]
+        + [{"type": c, "status": s, "reason": r, "message": m, "lastHeartbeatTime": beat,
+            "lastTransitionTime": ts(fleet, created)} for c, s, r, m in conds],
         "addresses": [{"type": "InternalIP", "address": node_address(fleet, name)},
                       {"type": "Hostname", "address": name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-        "nodeInfo": {"architecture": "amd64", "bootID": uid_of("boot", name), "containerRuntimeVersion":
+        "nodeInfo": {"architecture": "amd64", "bootID": boot_id, "containerRuntimeVersion":
                      "containerd://1.7.27", "kernelVersion": "6.8.0-1024-aws", "kubeProxyVersion": "v1.33.1",
                      "kubeletVersion": "v1.33.1", "machineID": uid_of("machine", name).replace("-", ""),
                      "operatingSystem": "linux", "osImage": "Ubuntu 24.04.2 LTS",
@@ -78,4 +84,30 @@ def namespaces(fleet: Fleet) -> list[dict[str, Any]]:
                     "metadata": {"name": ns, "uid": uid_of("ns", ns),
                                  "labels": {"kubernetes.io/metadata.name": ns}},
                     "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+    return out
+
+
+AGENT_WINDOW_S = 600.0
+"""How long NPD's GPU check keeps GPUXIDErrors True after the last Xid it saw (its kernel-log look-back)."""
+
+
+def _agent(fleet: Fleet, name: str, created: float) -> list[tuple[str, str, str, str, float]]:
+    """node-problem-detector's conditions on the node (names: evidence/catalog/node_problems.yaml): its kernel
+    monitor's KernelDeadlock and the GPU health checks' GPUXIDErrors / GPUMissing."""
+    out = [("KernelDeadlock", "False", "KernelHasNoDeadlock", "kernel has no deadlock", created)]
+    last = next((e for e in reversed(fleet.node_events) if e["node"] == name), None)
+    gpus = fleet.gpus.get(name, [])
+    xid = last is not None and fleet.now - float(last["t"]) <= AGENT_WINDOW_S and any(g.xid for g in gpus)
+    if xid and last is not None:
+        out.append(("GPUXIDErrors", "True", "GPUXIDErrorsDetected", str(last["message"]), float(last["t"])))
+    else:
+        out.append(("GPUXIDErrors", "False", "NoGPUXIDErrors", "no Xid errors in the kernel log", created))
+    lost = sum(1 for g in gpus if g.fault == "off_bus")
+    if lost:
+        since = next((float(e["t"]) for e in reversed(fleet.node_events) if e["node"] == name), fleet.now)
+        out.append(("GPUMissing", "True", "GPUCountMismatch",
+                    f"nvidia-smi finds {len(gpus) - lost} of {len(gpus)} GPUs", since))
+    else:
+        out.append(("GPUMissing", "False", "GPUCountMatches", f"nvidia-smi finds {len(gpus)} of {len(gpus)} GPUs",
+                    created))
     return out
