@@ -15,7 +15,7 @@ from llm_oncall.actions import execute
 from llm_oncall.actions.guard import DRILL_POLICY
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
-from llm_oncall.actions.model import Action, Blocked, Plan, Target, TargetChanged, UnsafeName, check_label_value
+from llm_oncall.actions.model import Action, ActionTarget, Blocked, Plan, TargetChanged, UnsafeName, check_label_value
 from llm_oncall.actions.run import Actuator
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
@@ -43,14 +43,14 @@ def fault(server: KubeApiServer, **rule: Any) -> None:
 
 
 def scale_action(replicas: int = 6, seen: int = 4) -> Action:
-    return Action(id="a-1", kind="scale_out", target=Target(kind="Deployment", namespace=NS, name=DEP),
+    return Action(id="a-1", kind="scale_out", target=ActionTarget(kind="Deployment", namespace=NS, name=DEP),
                   params={"replicas": replicas, "from": seen, "_incident_key": "kv-capacity@420"},
                   precondition={"replicas": seen})
 
 
 def test_409_is_retried_with_a_fresh_read(env: tuple[KubeApiServer, Kube]) -> None:
     server, kube = env
-    node = Action(id="a-2", kind="taint_node", target=Target(kind="Node", namespace="", name="gpu-node-00"),
+    node = Action(id="a-2", kind="taint_node", target=ActionTarget(kind="Node", namespace="", name="gpu-node-00"),
                   params={"taint": {"key": "llm-oncall.io/x", "value": "true", "effect": "NoSchedule"}})
     fault(server, method="PATCH", path="/nodes/gpu-node-00", code=409, count=1)
     out = execute.run(kube, node, dry_run=False, sleep=lambda s: None)
@@ -73,7 +73,7 @@ def test_429_from_a_pdb_backs_off_and_reports(env: tuple[KubeApiServer, Kube]) -
                                         "metadata": {"name": "vllm"},
                                         "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": DEP}}}})
     pod = kube.list("Pod", NS)[0]
-    a = Action(id="a-3", kind="evict_pods", target=Target(kind="Node", namespace=NS, name="gpu-node-00"),
+    a = Action(id="a-3", kind="evict_pods", target=ActionTarget(kind="Node", namespace=NS, name="gpu-node-00"),
                params={"pods": [pod["metadata"]["name"]]}, precondition={"uids": [pod["metadata"]["uid"]]})
     slept: list[float] = []
     with pytest.raises(Blocked, match="disruption budget"):
@@ -145,7 +145,7 @@ def test_unsafe_names_never_reach_an_api_path(env: tuple[KubeApiServer, Kube], n
     with pytest.raises(UnsafeName):
         kube.get("Pod", name, NS)
     with pytest.raises((UnsafeName, ValueError)):
-        Target(kind="Pod", namespace=NS, name=name)
+        ActionTarget(kind="Pod", namespace=NS, name=name)
     assert len(server.faults.log) == before  # no request was sent
 
 

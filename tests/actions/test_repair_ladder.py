@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from llm_oncall.actions import ladder, repair
 from llm_oncall.actions.guard import DRILL_POLICY, RepeatOffender, decide
 from llm_oncall.actions.ledger import Ledger
-from llm_oncall.actions.model import ACTION_KINDS, Action, Plan, Target, UnsafeName
+from llm_oncall.actions.model import ACTION_KINDS, Action, ActionTarget, Plan, UnsafeName
 from llm_oncall.drills import act
 from llm_oncall.evidence import repair as rungs
 from llm_oncall.evidence.xid import RUNGS, catalog
@@ -94,7 +94,7 @@ def test_repeat_offender_counts_incidents_in_the_window() -> None:
 
 # ---- guards ------------------------------------------------------------------------------------------
 def _action(kind: str, **params: Any) -> Action:
-    target = Target(kind="Job", namespace="llm", name=f"{kind.replace('_', '-')}-x")
+    target = ActionTarget(kind="Job", namespace="llm", name=f"{kind.replace('_', '-')}-x")
     return Action.model_validate({"id": f"a-{kind}", "kind": kind, "runbook_action": "gpu_repair", "target": target,
                                   "params": {"_incident_key": "gpu-ecc@1", **params}})
 

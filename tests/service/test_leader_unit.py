@@ -12,7 +12,7 @@ import pytest
 from llm_oncall.actions.guard import Policy
 from llm_oncall.actions.kube import Kube
 from llm_oncall.actions.ledger import Ledger
-from llm_oncall.actions.model import Action, Plan, Target
+from llm_oncall.actions.model import Action, ActionTarget, Plan
 from llm_oncall.service.config import LeaderElectionConfig
 from llm_oncall.service.leader import RECORD, LeaderElector, LeaseFence
 from llm_oncall.sim import Fleet, FleetConfig
@@ -50,7 +50,7 @@ def lease(server: KubeApiServer) -> dict:
 
 
 def action(kind: str = "scale_out", name: str = "vllm-llama-8b") -> tuple[Plan, Action]:
-    a = Action(id=f"a-{kind}", kind=kind, target=Target(kind="Deployment", namespace=NS, name=name),  # type: ignore[arg-type]
+    a = Action(id=f"a-{kind}", kind=kind, target=ActionTarget(kind="Deployment", namespace=NS, name=name),  # type: ignore[arg-type]
                params={"_incident_key": "inc-1:kv", "replicas": 5, "from": 3})
     p = Plan(id="p-1", incident="kv-capacity", incident_key="inc-1:kv", diagnosis={}, diagnosed_at=0.0,
              created_at=0.0, namespace=NS, actions=[a])

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
-from llm_oncall.actions.model import Action, Target, UnsafeName, check_name
+from llm_oncall.actions.model import Action, ActionTarget, UnsafeName, check_name
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.evidence import repair, xid
 from llm_oncall.signals.snapshot import Snapshot
@@ -134,7 +134,7 @@ def _repeat(ledger: Ledger | None, b: BadGpu, policy: RepeatOffender, key: str, 
 
 def _action(kube: Kube, kind: str, scope: Scope, b: BadGpu, gpu: str, decision: repair.Decision, why: str,
             key: str) -> list[Action]:
-    ns, node_t = scope.namespace, Target(kind="Node", namespace="", name=b.node)
+    ns, node_t = scope.namespace, ActionTarget(kind="Node", namespace="", name=b.node)
     common = {"rung": decision.rung, "gpu": gpu, "gpu_index": b.index, "node": b.node,
               "xids": sorted(decision.codes), "health": sorted(decision.health)}
     pods = [p for p in kube.list("Pod", ns, scope.selector or None) if (p.get("spec") or {}).get("nodeName") == b.node
@@ -142,7 +142,8 @@ def _action(kube: Kube, kind: str, scope: Scope, b: BadGpu, gpu: str, decision: 
     on_gpu = [p for p in pods if p["metadata"]["name"] in b.pods] or [
         p for p in pods if p["metadata"]["name"] in {x["metadata"]["name"] for x in scope.pods}]
     if kind == "restart_pod":
-        return [Action(id="", kind="restart_pod", target=Target(kind="Pod", namespace=ns, name=p["metadata"]["name"]),
+        return [Action(id="", kind="restart_pod",
+                       target=ActionTarget(kind="Pod", namespace=ns, name=p["metadata"]["name"]),
                        params={**common, "pods": [p["metadata"]["name"]]},
                        precondition={"uid": p["metadata"]["uid"]},
                        why=f"{why}: restart pod {p['metadata']['name']} (delete; its controller recreates it)")
@@ -163,7 +164,7 @@ def _action(kube: Kube, kind: str, scope: Scope, b: BadGpu, gpu: str, decision: 
                        why=f"{why}: evict {what} ({len(chosen)}) so they reschedule elsewhere")]
     if kind == "reset_gpu":
         name = _job_name("gpu-reset", b.node, gpu, key)
-        job = Target(kind="Job", namespace=ns, name=name, api_version="batch/v1")
+        job = ActionTarget(kind="Job", namespace=ns, name=name, api_version="batch/v1")
         return [Action(id="", kind="reset_gpu", target=job,
                        params={**common, "job": name, "namespace": ns, "image": RESET_IMAGE,
                                "argv": [*RESET_ARGV, gpu], "pods": [p["metadata"]["name"] for p in on_gpu]},
@@ -174,7 +175,7 @@ def _action(kube: Kube, kind: str, scope: Scope, b: BadGpu, gpu: str, decision: 
         n = kube.get("Node", b.node)
         boot = ((n.get("status") or {}).get("nodeInfo") or {}).get("bootID", "")
         name = _job_name("node-reboot", b.node, "", key)
-        job = Target(kind="Job", namespace=ns, name=name, api_version="batch/v1")
+        job = ActionTarget(kind="Job", namespace=ns, name=name, api_version="batch/v1")
         return [Action(id="", kind="reboot_node", target=job,
                        params={**common, "job": name, "namespace": ns, "image": REBOOT_IMAGE,
                                "argv": list(REBOOT_ARGV), "pods": [p["metadata"]["name"] for p in pods]},

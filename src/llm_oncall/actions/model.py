@@ -46,7 +46,7 @@ class Blocked(Exception):
     """The cluster refused for a reason to wait out (a PodDisruptionBudget's 429): reported, not forced."""
 
 
-class Target(BaseModel):
+class ActionTarget(BaseModel):
     kind: str
     namespace: str
     name: str
@@ -93,7 +93,7 @@ class Verification(BaseModel):
 class Action(BaseModel):
     id: str
     kind: ActionKind
-    target: Target
+    target: ActionTarget
     params: dict[str, Any] = Field(default_factory=dict)
     precondition: dict[str, Any] = Field(default_factory=dict)
     """What the plan saw (resourceVersion, replicas, uid, …): execution refuses if the target has changed."""
@@ -150,7 +150,7 @@ class Plan(BaseModel):
         return cls.model_validate({**body, "actions": acts})
 
 
-def action_id(plan_id: str, kind: str, target: Target) -> str:
+def action_id(plan_id: str, kind: str, target: ActionTarget) -> str:
     return "a-" + hashlib.sha256(f"{plan_id}/{kind}/{target.ref()}".encode()).hexdigest()[:10]
 
 

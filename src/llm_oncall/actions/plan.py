@@ -19,7 +19,7 @@ from llm_oncall.actions.gateway import CONTEXT_RANGE, SIM_GATEWAY_CONFIGMAP
 from llm_oncall.actions.guard import RepeatOffender
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
-from llm_oncall.actions.model import Action, DryRun, Plan, Target, UnsafeName, action_id, check_name
+from llm_oncall.actions.model import Action, ActionTarget, DryRun, Plan, UnsafeName, action_id, check_name
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.signals.snapshot import Snapshot
 
@@ -40,11 +40,11 @@ class Scope:
     """The fleet's label selector (config `label_selector`): only matching workloads and pods are the fleet."""
 
     @property
-    def workload_target(self) -> Target | None:
+    def workload_target(self) -> ActionTarget | None:
         if self.workload is None:
             return None
         m = self.workload["metadata"]
-        return Target(kind=self.workload["kind"], namespace=self.namespace, name=m["name"],
+        return ActionTarget(kind=self.workload["kind"], namespace=self.namespace, name=m["name"],
                       api_version=self.workload["apiVersion"])
 
 
@@ -172,7 +172,7 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
                 why = f"{wl.kind} {wl.name}: {cur} → {want} replicas (arrivals ×{ratio:.2f}; runbook {step} minimum)"
         return [scale_out(kube, scope, cur, want, why)]
     if kind == "gateway_cap":
-        target = Target(kind="ConfigMap", namespace=ns, name=SIM_GATEWAY_CONFIGMAP)
+        target = ActionTarget(kind="ConfigMap", namespace=ns, name=SIM_GATEWAY_CONFIGMAP)
         a = Action(id="", kind="gateway_cap_max_tokens", target=target,
                    params={"max_tokens": int(params.get("max_tokens", 2048))}, revert={"max_tokens": 0},
                    why=f"cap max_tokens at {params.get('max_tokens', 2048)} at the gateway")
@@ -189,7 +189,7 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
             lws = (scope.pods[0]["metadata"]["labels"] or {})[f"{LWS}/name"]
             leader = check_name(f"{lws}-{g}", "leader pod")
             pod = kube.get("Pod", leader, ns)
-            out.append(Action(id="", kind="restart_group", target=Target(kind="Pod", namespace=ns, name=leader),
+            out.append(Action(id="", kind="restart_group", target=ActionTarget(kind="Pod", namespace=ns, name=leader),
                               params={"leaderworkerset": lws, "group": int(g), "group_size": size},
                               precondition={"uid": pod["metadata"]["uid"]},
                               why=f"recreate group {g} of LeaderWorkerSet {lws} (delete leader {leader}, Foreground)"))
@@ -202,7 +202,7 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
             return []
         node = pods[0]["spec"].get("nodeName", "")
         return [Action(id="", kind="evict_pods",
-                       target=Target(kind="Node", namespace="", name=node) if node else wl or Target(
+                       target=ActionTarget(kind="Node", namespace="", name=node) if node else wl or ActionTarget(
                            kind="Namespace", namespace="", name=ns),
                        params={"pods": [p["metadata"]["name"] for p in pods]},
                        precondition={"uids": [p["metadata"]["uid"] for p in pods]},
@@ -211,7 +211,7 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
         out = []
         for node in scope.nodes:
             n = kube.get("Node", node)
-            t = Target(kind="Node", namespace="", name=node)
+            t = ActionTarget(kind="Node", namespace="", name=node)
             if kind == "cordon_node":
                 out.append(Action(id="", kind="cordon_node", target=t, params={},
                                   precondition={"resourceVersion": n["metadata"]["resourceVersion"]},
@@ -250,7 +250,7 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
     return None
 
 
-def autoscalers(kube: Kube, wl: Target) -> list[dict[str, Any]]:
+def autoscalers(kube: Kube, wl: ActionTarget) -> list[dict[str, Any]]:
     """The HorizontalPodAutoscalers (autoscaling/v2) whose scaleTargetRef is this workload."""
     group = wl.api_version.rpartition("/")[0]
     out = []
@@ -302,11 +302,11 @@ def scale_out(kube: Kube, scope: Scope, cur: int, want: int, why: str) -> Action
         api = next((o.get("apiVersion") for o in hpa["metadata"].get("ownerReferences") or []
                     if o.get("kind") == "ScaledObject"), "keda.sh/v1alpha1")
         a = Action(id="", kind="scale_out", params=params, why=why + f"; via KEDA ScaledObject {owner}",
-                   target=Target(kind="ScaledObject", namespace=scope.namespace, name=check_name(owner),
+                   target=ActionTarget(kind="ScaledObject", namespace=scope.namespace, name=check_name(owner),
                                  api_version=str(api)))
         a.dry_run = DryRun(ok=False, detail=execute.keda_reason(a))
         return a
-    target = Target(kind="HorizontalPodAutoscaler", namespace=scope.namespace, name=name,
+    target = ActionTarget(kind="HorizontalPodAutoscaler", namespace=scope.namespace, name=name,
                     api_version=str(hpa.get("apiVersion") or "autoscaling/v2"))
     floor = min(want, hi)
     why = (f"{why}; through HPA {name}, which owns the replicas: its minReplicas goes from {lo} up to the replica "
@@ -342,7 +342,7 @@ def _route_by_length(kube: Kube, scope: Scope, params: dict[str, Any],
                              f"{wl.kind} {wl.name}: {cur} → {cur + n_long} replicas: the long-context pool is "
                              f"dedicated, so the short pool gets its {n_long} pod(s) back"))
     out.append(Action(id="", kind="gateway_route_long_prompts",
-                      target=wl or Target(kind="Namespace", namespace="", name=ns),
+                      target=wl or ActionTarget(kind="Namespace", namespace="", name=ns),
                       params={"threshold_tokens": threshold, "max_tokens": 131072, "long_pool": pods[-n_long:],
                               "short_pool": pods[:-n_long], "selector": _selector(scope), "label": CONTEXT_RANGE},
                       revert={"remove_label": CONTEXT_RANGE},
@@ -389,7 +389,7 @@ def _canary(kube: Kube, ns: str, d: Diagnosis, scope: Scope) -> Action | None:
         for i, ref in enumerate(refs):
             if ref.get("name") in owners and len(refs) > 1 and ref.get("weight", 1) > 0:
                 return Action(id="", kind="rollback",
-                              target=Target(kind="HTTPRoute", namespace=ns, name=route["metadata"]["name"],
+                              target=ActionTarget(kind="HTTPRoute", namespace=ns, name=route["metadata"]["name"],
                                             api_version="gateway.networking.k8s.io/v1"),
                               params={"backend": ref["name"], "index": i, "weight": 0},
                               precondition={"weight": ref.get("weight", 1)},
@@ -402,7 +402,7 @@ def _canary(kube: Kube, ns: str, d: Diagnosis, scope: Scope) -> Action | None:
 def _config_rollback(kube: Kube, ns: str, ledger: Ledger | None) -> Action:
     cm = kube.get("ConfigMap", ROUTER_CONFIGMAP, ns)
     cur = cm.get("data") or {}
-    target = Target(kind="ConfigMap", namespace=ns, name=ROUTER_CONFIGMAP)
+    target = ActionTarget(kind="ConfigMap", namespace=ns, name=ROUTER_CONFIGMAP)
     seen = ledger.configmap_versions(ns, ROUTER_CONFIGMAP) if ledger is not None else []
     earlier = [v for v in seen if v["data"] != cur]
     a = Action(id="", kind="config_rollback", target=target, params={"data": {}},
@@ -443,7 +443,7 @@ def _rate_limit(kube: Kube, ns: str, snapshots: Sequence[Snapshot]) -> Action:
         limits[c] = max(60, math.ceil(b * 60 * 1.2))
     name = check_name(f"{route}-oncall-ratelimit")
     return Action(id="", kind="gateway_rate_limit",
-                  target=Target(kind="BackendTrafficPolicy", namespace=ns, name=name,
+                  target=ActionTarget(kind="BackendTrafficPolicy", namespace=ns, name=name,
                                 api_version="gateway.envoyproxy.io/v1alpha1"),
                   params={"route": route, "limits": limits, "header": "x-client-id"}, revert={"delete": True},
                   why="rate-limit " + ", ".join(f"{c} to {v}/min" for c, v in sorted(limits.items()))
