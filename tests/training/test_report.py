@@ -25,6 +25,8 @@ def _result() -> Result:
         Step(85.6, "hint", "hint 1 (−10 points): ECC counters: `run nvidia-smi -q -d ECC` — …", 30.0, "hint"),
         Step(115.6, "run nvidia-smi -q -d ECC --node gpu-node-00", "\n==============NVSMI LOG==============", 120.0,
              "run"),
+        Step(205.6, "act cordon_node", "error: no runbook has an action 'cordon_node'; actions: gpu_repair, …", 10.0,
+             "act", "error"),
         Step(235.6, "diagnose gpu-ecc", "diagnosis recorded: gpu-ecc on gpu-node-00", 30.0, "diagnose"),
         Step(265.6, "act scale_out +2", "scale_out Deployment/llm/vllm-llama-8b: executed", 60.0, "act",
              "executed"),

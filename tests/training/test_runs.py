@@ -27,7 +27,7 @@ CORRECT: dict[str, list[str]] = {
     "bad-model-rollout": ["run kubectl rollout history deployment/vllm-llama-8b", "diagnose bad-model-rollout",
                           "act rollback"],
     "gpu-ecc": ["run nvidia-smi -q -d ECC --node gpu-node-00", "run dmesg --level=err,warn --node gpu-node-00",
-                "diagnose gpu-ecc", "act cordon_node"],
+                "diagnose gpu-ecc", "act gpu_repair"],
     "cuda-graph-crash": ["run kubectl get pods", "diagnose cuda-graph-crash", "act set_flag"],
     "long-context-starvation": [
         "query histogram_quantile(0.99, sum by (le) (rate(vllm:request_prompt_tokens_bucket[5m])))",
@@ -106,7 +106,7 @@ def test_guard_and_usage_errors_cost_little() -> None:
 
 def test_cli_json_and_report(tmp_path: Path) -> None:
     script = tmp_path / "s.txt"
-    script.write_text("# a trainee\nrun nvidia-smi -q -d ECC --node gpu-node-00\ndiagnose gpu-ecc\nact cordon_node\n")
+    script.write_text("# a trainee\nrun nvidia-smi -q -d ECC --node gpu-node-00\ndiagnose gpu-ecc\nact gpu_repair\n")
     report = tmp_path / "report.md"
     res = CliRunner().invoke(app, ["train", "gpu-ecc", "--seed", "7", "--script", str(script), "--json",
                                    "--report", str(report)])

@@ -19,7 +19,7 @@ def test_interactive_session() -> None:
     console = Console(file=buf, width=200, color_system=None)
     try:
         with create_pipe_input() as inp, create_app_session(input=inp, output=DummyOutput()):
-            inp.send_text("help\nrun dmesg --node gpu-node-00\ndiagnose gpu-ecc\nact cordon_node\nstatus\ndone\n")
+            inp.send_text("help\nrun dmesg --node gpu-node-00\ndiagnose gpu-ecc\nact gpu_repair\nstatus\ndone\n")
             run_interactive(s, console, inp=inp, out=DummyOutput())
         out = buf.getvalue()
         assert "PAGE" in out and "LLMServingSymptoms" in out and "users report" in out
@@ -28,7 +28,7 @@ def test_interactive_session() -> None:
         assert "diagnosis gpu-ecc" in out
         r = s.finish(autopilot=False)
         assert r.correct and [x.command for x in r.steps] == [
-            "run dmesg --node gpu-node-00", "diagnose gpu-ecc", "act cordon_node"]
+            "run dmesg --node gpu-node-00", "diagnose gpu-ecc", "act gpu_repair"]
     finally:
         s.close()
 

@@ -28,7 +28,7 @@ def test_training_over_http(start_console: Any) -> None:
     r = c.post("/training/command", data={"csrf": csrf, "line": "run dmesg --node gpu-node-00"},
                headers={"HX-Request": "true"}, timeout=60)
     assert r.status_code == 200 and "NVRM: Xid" in r.text and "<html" not in r.text
-    for line in ("diagnose gpu-ecc", "act cordon_node"):
+    for line in ("diagnose gpu-ecc", "act gpu_repair"):
         assert c.post("/training/command", data={"csrf": csrf, "line": line}, timeout=60).status_code == 303
     r = c.post("/training/finish", data={"csrf": csrf}, timeout=300)
     assert r.status_code == 303

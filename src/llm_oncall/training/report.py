@@ -39,7 +39,10 @@ def render(r: Result, max_output_lines: int = 6) -> str:
            "## Timeline of the trainee", "", "| t | command | result |", "|---|---|---|"]
     for s in r.steps:
         first = [ln for ln in s.output.splitlines() if ln.strip()][:1]
-        result = s.status if s.kind == "act" or s.status == "error" else (first[0][:90] if first else "")
+        if s.status == "error":  # what went wrong, in the trainee's words of the tool
+            result = f"error: {first[0].removeprefix('error: ')[:90]}" if first else "error"
+        else:
+            result = s.status if s.kind == "act" else (first[0][:90] if first else "")
         cmd, res = s.command.replace("|", "\\|"), result.replace("|", "\\|")
         out.append(f"| {s.t:.0f} s | `{cmd}` | {res} |")
     if r.harmful:
