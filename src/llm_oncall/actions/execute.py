@@ -167,16 +167,20 @@ def effect(kube: Kube, a: Action) -> tuple[bool, str] | None:
 class RestartGroup:
     """As the LeaderWorkerSet controller does: delete the group's leader pod with Foreground propagation."""
 
+    foreground = True
+    replaced = "the group was recreated"
+
     def check(self, kube: Kube, a: Action) -> None:
         pod = kube.get("Pod", a.target.name, a.target.namespace)
         if pod["metadata"]["uid"] != a.precondition.get("uid"):
-            raise TargetChanged(f"{a.target.ref()} was recreated since the plan (uid changed)")
+            raise TargetChanged(f"{a.target.ref()} was replaced since the plan (uid changed)")
 
     def apply(self, kube: Kube, a: Action, dry_run: bool) -> Any:
         if not dry_run and self.landed(kube, a):
-            return {"already": "the group was recreated"}
-        kube.delete("Pod", a.target.name, a.target.namespace, foreground=True, dry_run=dry_run)
-        return {"deleted": a.target.name, "propagationPolicy": "Foreground"}
+            return {"already": self.replaced}
+        kube.delete("Pod", a.target.name, a.target.namespace, foreground=self.foreground, dry_run=dry_run)
+        return {"deleted": a.target.name, "propagationPolicy": "Foreground"} if self.foreground else {
+            "deleted": a.target.name}
 
     def landed(self, kube: Kube, a: Action) -> bool:
         try:
@@ -186,6 +190,17 @@ class RestartGroup:
                 return True
             raise
         return bool(pod["metadata"]["uid"] != a.precondition.get("uid"))
+
+
+class RestartPod(RestartGroup):
+    """One pod (the repair ladder's first rung, a contained error): deleted, its controller recreates it."""
+
+    foreground = False
+    replaced = "the pod was replaced"
+
+    def effect(self, kube: Kube, a: Action) -> tuple[bool, str]:
+        done = self.landed(kube, a)
+        return done, f"pod {a.target.name} {'restarted' if done else 'was not restarted'}"
 
 
 class Cordon:
@@ -381,7 +396,7 @@ HANDLERS: dict[str, Callable[[], Handler]] = {
     "evict_pods": Evict, "set_engine_args": SetEngineArgs, "config_rollback": ConfigRollback,
     "gateway_rate_limit": gateway.EnvoyRateLimit, "gateway_cap_max_tokens": gateway.SimGatewayCap,
     "gateway_route_long_prompts": gateway.LlmdLengthRouting,
-    "restart_pod": repair.RestartPod, "reset_gpu": repair.ResetGpu, "reboot_node": repair.RebootNode,
+    "restart_pod": RestartPod, "reset_gpu": repair.ResetGpu, "reboot_node": repair.RebootNode,
     "hardware_ticket": repair.HardwareTicket,
 }
 

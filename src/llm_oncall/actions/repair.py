@@ -130,32 +130,6 @@ class RebootNode(_JobRung):
         return ready, f"node {a.params['node']} rebooted (new bootID) and is {'Ready' if ready else 'not Ready'}"
 
 
-class RestartPod:
-    def check(self, kube: Kube, a: Action) -> None:
-        pod = kube.get("Pod", a.target.name, a.target.namespace)
-        if pod["metadata"]["uid"] != a.precondition.get("uid"):
-            raise TargetChanged(f"{a.target.ref()} was replaced since the plan (uid changed)")
-
-    def apply(self, kube: Kube, a: Action, dry_run: bool) -> Any:
-        if not dry_run and self.landed(kube, a):
-            return {"already": "the pod was replaced"}
-        kube.delete("Pod", a.target.name, a.target.namespace, dry_run=dry_run)
-        return {"deleted": a.target.name}
-
-    def landed(self, kube: Kube, a: Action) -> bool:
-        try:
-            pod = kube.get("Pod", a.target.name, a.target.namespace)
-        except KubeError as exc:
-            if exc.code == 404:
-                return True
-            raise
-        return bool(pod["metadata"]["uid"] != a.precondition.get("uid"))
-
-    def effect(self, kube: Kube, a: Action) -> tuple[bool, str]:
-        done = self.landed(kube, a)
-        return done, f"pod {a.target.name} {'restarted' if done else 'was not restarted'}"
-
-
 class HardwareTicket:
     """The ticket itself goes to the notify target (the loop notifies `hardware_ticket`); the Node carries its
     reference so the next on-call sees it (`kubectl describe node`), and it is idempotent by that annotation."""
