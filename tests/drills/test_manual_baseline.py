@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from llm_oncall.drills import act
 from llm_oncall.drills.manual import Human
 from llm_oncall.runbooks.loader import load_registry
@@ -42,3 +44,23 @@ def test_the_suite_act_reports_mttr_by_incident() -> None:
     assert min(recovered) <= body["mttr_median_s"] <= body["mttr_p95_s"] <= max(recovered)
     for inc, row in body["mttr_by_incident"].items():
         assert row["n"] == sum(r.drill.incident == inc for r in results)
+
+
+def test_one_baseline_credits_a_self_resolution_for_both_drills(monkeypatch: Any) -> None:
+    """`drill --act` and `drill --suite N --act` both take the human's recovery from `manual_baseline`: a human who
+    arrives after the incident went away by itself (nothing executed) is credited with its resolution time."""
+    from types import SimpleNamespace
+
+    from llm_oncall.drills import manual, suite_act
+
+    def fake(ttr: float | None, executed: bool) -> Any:
+        return lambda *a, **k: SimpleNamespace(seconds_to_recovery=ttr, seconds_to_resolution=400.0,
+                                               actions=[{"status": "executed"}] if executed else [])
+
+    monkeypatch.setattr(act, "run_act", fake(None, False))
+    assert manual.manual_baseline("prefix-cache-drop", 7)[0] == 400.0
+    monkeypatch.setattr(act, "run_act", fake(None, True))
+    assert manual.manual_baseline("prefix-cache-drop", 7)[0] is None
+    monkeypatch.setattr(act, "run_act", fake(250.0, True))
+    assert manual.manual_baseline("prefix-cache-drop", 7)[0] == 250.0
+    assert suite_act.manual_baseline is manual.manual_baseline

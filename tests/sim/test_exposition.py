@@ -89,7 +89,7 @@ def test_counters_reset_and_start_time_changes_on_restart() -> None:
     assert before is not None
     fleet.restart_pods([name])
     assert fleet.render_metrics(name) is None  # down / loading: the scrape fails
-    fleet.advance(150.0)
+    fleet.advance(60.0 + 1.2 * fleet.cfg.load_s + 5.0)  # the model load (≈ 90 s, ×0.9–1.2)
     after = fleet.render_metrics(name)
     assert after is not None
 

@@ -26,6 +26,9 @@ class Caps(BaseModel):
 
     scale_out_max_replicas: int = 16
     scale_out_max_step: int = 4
+    scale_out_max_factor: float = 2.0
+    """A scale-out may also add up to (factor − 1) × the current replicas (double the fleet by default): a fixed
+    step is one fleet's scale — +4 is nothing for 40 replicas and too little for a ×2 surge on 8."""
     cordon_per_window: int = 1
     cordon_window_s: float = 600.0
     cordon_max_fraction: float = 0.10
@@ -40,6 +43,11 @@ class RepeatOffender(BaseModel):
 
     incidents: int = Field(default=3, ge=2)
     days: float = Field(default=30.0, gt=0)
+
+
+def step_limit(caps: Caps, cur: int) -> int:
+    """The most replicas one scale-out may add to `cur`."""
+    return max(caps.scale_out_max_step, math.floor(cur * (caps.scale_out_max_factor - 1.0)))
 
 
 class Policy(BaseModel):
@@ -153,8 +161,9 @@ def _blocker(a: Action, policy: Policy, ledger: Ledger, now: float, nodes_total:
         want, cur = int(a.params["replicas"]), int(a.params.get("from", 0))
         if want > caps.scale_out_max_replicas:
             return f"cap: {want} replicas > scale_out_max_replicas {caps.scale_out_max_replicas}"
-        if want - cur > caps.scale_out_max_step:
-            return f"cap: +{want - cur} replicas > scale_out_max_step {caps.scale_out_max_step}"
+        if want - cur > step_limit(caps, cur):
+            return (f"cap: +{want - cur} replicas > scale_out_max_step {caps.scale_out_max_step} and "
+                    f"×{caps.scale_out_max_factor:g} of {cur}")
     if a.kind == "cordon_node":
         recent = ledger.recent("cordon_node", now - caps.cordon_window_s)
         if len(recent) >= caps.cordon_per_window:

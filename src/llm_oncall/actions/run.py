@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from llm_oncall.actions import execute, gateway, plan
-from llm_oncall.actions.guard import DELETES, Mode, Policy, decide
+from llm_oncall.actions.guard import DELETES, Mode, Policy, decide, step_limit
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, Blocked, DryRun, Guard, Plan, TargetChanged, UnsafeName
@@ -70,7 +70,7 @@ class Actuator:
                 a.params["not_serving"] = sorted(not_serving)
             if a.kind == "scale_out":
                 cur, want = int(a.params["from"]), int(a.params["replicas"])
-                bounded = min(want, caps.scale_out_max_replicas, cur + caps.scale_out_max_step)
+                bounded = min(want, caps.scale_out_max_replicas, cur + step_limit(caps, cur))
                 if bounded != want:
                     a.params["replicas"] = bounded
                     a.why += f"; bounded to {bounded} by the policy's caps"

@@ -13,6 +13,7 @@ from llm_oncall.actions.model import Verification
 from llm_oncall.diagnosis.features import Features
 from llm_oncall.runbooks.expr import Expr, compile_expr
 from llm_oncall.runbooks.loader import load_registry
+from llm_oncall.runbooks.thresholds import RECOVERY_SYMPTOMS
 from llm_oncall.signals.snapshot import Snapshot
 
 Obs = Mapping[str, Any]
@@ -75,9 +76,47 @@ def baseline(history: Sequence[Obs], sig: Signal, until: float) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def recovered(incident: str, f: Obs, baselines: dict[str, float | None]) -> bool:
+@cache
+def users(incident: str) -> tuple[str, ...]:
+    """The user-facing symptoms the incident's recovery is judged on (its runbook's `recovery_users`)."""
+    rb = load_registry().get(incident)
+    return tuple(rb.recovery_users) if rb is not None else tuple(f.removeprefix("symptom_")
+                                                                  for f, _, _ in RECOVERY_SYMPTOMS)
+
+
+def slo_state(f: Obs, incident: str | None = None) -> dict[str, bool | None]:
+    """Each user-facing recovery symptom (runbooks/thresholds.py RECOVERY_SYMPTOMS; those of the incident's runbook):
+    True back (below its baseline-relative bound, or within the configured SLO), False still red, None no data."""
+    out: dict[str, bool | None] = {}
+    judged = users(incident) if incident is not None else None
+    for flag, value, slo in RECOVERY_SYMPTOMS:
+        if judged is not None and flag.removeprefix("symptom_") not in judged:
+            continue
+        red = f.get(flag)
+        v, lim = f.get(value), f.get(slo) if slo else None
+        if isinstance(v, float) and isinstance(lim, float) and v <= lim:
+            out[flag] = True  # within the SLO the user configured, whatever the ratio to the baseline
+        else:
+            out[flag] = None if red is None else not red
+    return out
+
+
+def slo_back(f: Obs, incident: str | None = None) -> bool:
+    """The user-facing symptoms back: none red, at least one measured."""
+    states = slo_state(f, incident).values()
+    return all(s is not False for s in states) and any(s is True for s in states)
+
+
+def signal_back(incident: str, f: Obs, baselines: dict[str, float | None]) -> bool:
+    """The incident's own recovery signals (its runbook's `recovery:` section) back."""
     sigs = signals(incident)
     return bool(sigs) and all(s.recovered(s.value(f), baselines.get(s.name)) for s in sigs)
+
+
+def recovered(incident: str, f: Obs, baselines: dict[str, float | None]) -> bool:
+    """Recovered at this scrape: the incident's own signals back *and* the user-facing symptoms (TTFT p99, ITL p99,
+    errors) within their baseline-relative bounds or the SLO. One rule for mitigation, verification and drills."""
+    return signal_back(incident, f, baselines) and slo_back(f, incident)
 
 
 def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | None],
@@ -90,10 +129,15 @@ def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | N
     b, a, base = s.value(before), s.value(after), baselines.get(s.name)
     if recovered(incident, after, baselines):
         return Verification(verdict="helped", signal=s.name, before=b, after=a, baseline=base,
-                            detail=f"recovered: {s.doc}")
+                            detail=f"recovered: {s.doc}; the user-facing symptoms back")
     if a is None or b is None:
         return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
                             detail="the signal is unknown (no data) after the window")
+    if signal_back(incident, after, baselines):
+        # the incident's own signal is back (a queue of 0.08 after one of 0 is not "worse"); the users are not
+        red = ", ".join(k.removeprefix("symptom_") for k, v in slo_state(after, incident).items() if v is False)
+        return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
+                            detail=f"{s.doc}, but the user-facing symptoms are not back ({red or 'no data'})")
     worse = a > b * 1.25 + 1e-9 if s.lower_is_better else a < b * 0.8 - 1e-9
     p = s.value(previous) if previous is not None else None
     if worse and p is not None:
@@ -102,7 +146,8 @@ def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | N
         return Verification(verdict="harmful", signal=s.name, before=b, after=a, baseline=base,
                             detail=f"{s.name} got worse: {b:.3g} → {a:.3g}")
     if base is not None and b != base and abs(a - base) <= 0.5 * abs(b - base):
+        users = "" if slo_back(after, incident) else "; the user-facing symptoms not yet back"
         return Verification(verdict="helped", signal=s.name, before=b, after=a, baseline=base,
-                            detail=f"{s.name} moved more than half way back to its baseline")
+                            detail=f"{s.name} moved more than half way back to its baseline{users}")
     return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
                         detail=f"{s.name} {b:.3g} → {a:.3g} (baseline {base if base is None else round(base, 3)})")

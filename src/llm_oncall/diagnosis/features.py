@@ -150,10 +150,16 @@ busy host, so two flat intervals can span slightly less than 2 × interval and m
 
 
 def _recently_restarted(snap: Snapshot, interval_s: float) -> set[str]:
-    """Pods whose process restarted in the window, or with a restart event in the last four scrapes."""
+    """Pods whose process restarted in the window, or with a restart event in the last four scrapes or since which
+    they have not answered (still loading the model: a TP group takes minutes, and the sessions it held hit other
+    pods' caches all that time)."""
     out = {p.name for p in snap.pods if p.restarts > 0}
-    out.update(restarted_pod(e) for e in snap.events
-               if e.kind == "restart" and snap.t - e.t <= 4 * interval_s + 1e-6)
+    away = {p.name for p in snap.pods if not p.up}
+    for e in snap.events:
+        if e.kind == "restart":
+            name = restarted_pod(e)
+            if snap.t - e.t <= 4 * interval_s + 1e-6 or name in away:
+                out.add(name)
     out.discard("")
     return out
 

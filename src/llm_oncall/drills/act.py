@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_oncall.actions import verify
 from llm_oncall.actions.guard import DRILL_POLICY, Mode, Policy
 from llm_oncall.actions.kube import Kube
 from llm_oncall.actions.ledger import Ledger
@@ -35,7 +36,7 @@ ACTOR = "drill-autopilot"
 AFTER_ACTION_S = 900.0
 """How long a drill waits for recovery after acting."""
 RECOVERED_SCRAPES = 2
-"""Consecutive scrapes with the incident's signal back before it counts as recovered."""
+"""Consecutive scrapes with the user-facing symptoms back before `seconds_to_slo` counts them back."""
 
 
 @dataclass
@@ -51,9 +52,9 @@ class ActResult:
     """The incident in the record (`record=`), when the drill paged."""
     postmortem: dict[str, Any] | None = None
     seconds_to_slo: float | None = None
-    """When every user-facing symptom (TTFT, ITL, errors, throughput, availability) was back within its baseline or
-    SLO for RECOVERED_SCRAPES rounds after acting, from onset; None: not within the drill. The incident's own
-    recovery signal may come much earlier (a queue drained while TTFT stays high)."""
+    """When the user-facing symptoms (TTFT p99, ITL p99, errors: actions/verify.py) were back within their baseline
+    or SLO for RECOVERED_SCRAPES rounds after acting, from onset; None: not within the drill. Recovery
+    (`seconds_to_recovery`) needs these *and* the incident's own recovery signal."""
     seconds_to_resolution: float | None = None
     """When the incident was resolved (no page for a few rounds), from onset; recovery may come first."""
     manual_seconds_to_recovery: float | None = None
@@ -164,8 +165,9 @@ def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch
         if d is not None:
             drill.note(d)
         if acting is not None and acting.acted_at is not None and slo_back is None and responder.pilot.features:
-            # The user-facing symptoms (not only the incident's own signal) back for RECOVERED_SCRAPES rounds.
-            red = responder.pilot.features[-1].get("symptom") is not False
+            # The user-facing symptoms alone (actions/verify.py, the rule recovery also needs) back for
+            # RECOVERED_SCRAPES rounds.
+            red = not verify.slo_back(responder.pilot.features[-1].values, acting.incident)
             green_since = None if red else (green_since if green_since is not None else fleet.now)
             if green_since is not None and fleet.now - green_since >= (RECOVERED_SCRAPES - 1) * drill.interval_s:
                 slo_back = green_since
@@ -214,7 +216,7 @@ class Job:
 
 
 def run_job(job: Job) -> ActResult:
-    from llm_oncall.drills.manual import Human, ManualApprover
+    from llm_oncall.drills.manual import manual_baseline
 
     r = run_act(job.incident, job.seed, record=job.out / "record.db" if job.out is not None else None,
                 params=dict(job.params))
@@ -223,12 +225,8 @@ def run_job(job: Job) -> ActResult:
 
         r.postmortem = write_postmortem(job.out / "record.db", r.incident_id, job.out).to_json()
     if job.manual:
-        delay = Human().delay_s(job.incident, job.seed)
-        m = run_act(job.incident, job.seed, mode="approve", approver=ManualApprover(delay), wait_s=delay,
-                    params=dict(job.params))
-        # A human who comes after the incident went away by itself recovered it by waiting: its resolution.
-        r.manual_seconds_to_recovery = m.seconds_to_recovery if m.seconds_to_recovery is not None else (
-            m.seconds_to_resolution if not any(a["status"] == "executed" for a in m.actions) else None)
+        manual, delay = manual_baseline(job.incident, job.seed, params=dict(job.params))
+        r.manual_seconds_to_recovery = manual
         r.manual_decision_s = round(delay, 1)
     return r
 

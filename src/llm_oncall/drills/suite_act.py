@@ -11,7 +11,7 @@ from typing import Any
 
 from llm_oncall.drills.act import ActResult, run_act
 from llm_oncall.drills.generator import Scenario, generate
-from llm_oncall.drills.manual import Human, ManualApprover
+from llm_oncall.drills.manual import manual_baseline
 from llm_oncall.drills.suite import quantile
 
 
@@ -25,10 +25,8 @@ def run_scenario_act(job: ActJob) -> tuple[int, ActResult]:
     s = job.scenario
     r = run_act(s.incident, s.seed, cfg=s.cfg, fault=s.fault)
     if job.manual and s.fault is not None:
-        delay = Human().delay_s(s.incident, s.seed)
-        m = run_act(s.incident, s.seed, cfg=s.cfg, fault=s.fault, mode="approve", approver=ManualApprover(delay),
-                    wait_s=delay)
-        r.manual_seconds_to_recovery = m.seconds_to_recovery
+        manual, delay = manual_baseline(s.incident, s.seed, cfg=s.cfg, fault=s.fault)
+        r.manual_seconds_to_recovery = manual
         r.manual_decision_s = round(delay, 1)
     return s.index, r
 

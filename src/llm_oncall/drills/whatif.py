@@ -59,6 +59,11 @@ def _length_routing(cfg: FleetConfig, fault: FaultSpec) -> tuple[FleetConfig, Fa
     return replace(cfg, router="length_pools", long_pool_pods=max(1, cfg.pods // 4)), fault
 
 
+def _params(**params: Any) -> Callable[[FleetConfig, FaultSpec], tuple[FleetConfig, FaultSpec]]:
+    """A fix the fault's own controller models (sim/faults.py): the parameters it takes."""
+    return lambda cfg, fault: (cfg, replace(fault, params={**fault.params, **params}))
+
+
 FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("hpa-waiting-3", "kv-capacity", "an HPA on vllm:num_requests_waiting, target 3 per pod, up to 2× the "
         "replicas, scaling every 15 s", _hpa_waiting_3),
@@ -70,6 +75,20 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
         _gateway_ratelimit),
     Fix("length-routing", "long-context-starvation", "a quarter of the replicas as a long-context pool, the "
         "router sending prompts over 16k tokens there", _length_routing),
+    Fix("nccl-timeout", "engine-hang", "an NCCL/PyTorch collective timeout of 30 s (the default is 10 min): the hang "
+        "becomes a crash, the kubelet restarts the group's containers and they reload the model",
+        _params(nccl_timeout_s=30.0)),
+    Fix("canary-quality-gate", "bad-model-rollout", "the rollout's canary analysis on the quality proxies "
+        "(format compliance, repetition, probes; one 60 s analysis run) aborts the canary: weight 0, canary pods "
+        "deleted", _params(quality_gate_s=60.0)),
+    Fix("ecc-autocordon", "gpu-ecc", "a DCGM health check cordons the node 30 s after a double-bit ECC error / "
+        "pending row remap and evicts the failing GPU's pod; it is rescheduled elsewhere and reloads",
+        _params(autocordon_s=30.0)),
+    Fix("staging-canary", "cuda-graph-crash", "the vLLM upgrade runs its benchmark in staging first: the CUDA-graph "
+        "capture crash happens there and the rollout never reaches production", _params(staging_canary=True)),
+    Fix("config-canary", "prefix-cache-drop", "an SLO check on every config change (hit rate, TTFT) reverts it "
+        "after 60 s; modelled at full traffic (the simulated router has no traffic split), an upper bound on a "
+        "canary's impact", _params(config_canary_s=60.0)),
 )}
 
 

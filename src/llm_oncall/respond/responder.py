@@ -464,11 +464,13 @@ class Responder:
             since = float(obs["t"]) - (RECOVERED_ROUNDS - 1) * self.interval_s
             if c.recovered_at is None:
                 c.recovered_at = self.clock() - (RECOVERED_ROUNDS - 1) * self.interval_s
-            self.store.set_status(c.id, "mitigated", self.actor, f"recovery signal back for {c.streak} rounds")
+            self.store.set_status(c.id, "mitigated", self.actor,
+                                  f"recovery signal and user-facing symptoms back for {c.streak} rounds")
             self.notify(c.id, "status", f"mitigated: {'; '.join(s.doc for s in sig)}", {"status": "mitigated"})
             self.store.event(c.id, "verification", self.actor, {
-                "verdict": "helped", "signals": detail, "recovered_at": c.recovered_at, "since_t": since,
-                "detail": "; ".join(s.doc for s in sig)})
+                "verdict": "helped", "signals": detail, "user_facing": verify.slo_state(obs, incident),
+                "recovered_at": c.recovered_at, "since_t": since,
+                "detail": "; ".join([*(s.doc for s in sig), "TTFT, ITL and errors within baseline or SLO"])})
         elif status == "mitigated" and not ok:
             self.store.set_status(c.id, "open", self.actor, f"symptoms back: {incident}")
             self.notify(c.id, "status", f"open again: {incident} symptoms back", {"status": "open"})

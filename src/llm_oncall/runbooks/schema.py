@@ -220,6 +220,10 @@ class Runbook(_Model):
     emergency: list[Action] = Field(default_factory=list)
     recovery: list[Recovery] = Field(default_factory=list, description="the signals that say the fix took effect "
                                                                         "(verification, mitigated)")
+    recovery_users: list[Literal["ttft", "itl", "errors"]] = Field(
+        default=["ttft", "itl", "errors"],
+        description="the user-facing symptoms recovery also needs back (runbooks/thresholds.py RECOVERY_SYMPTOMS); "
+                    "leave one out only with a reason in the runbook (e.g. a recovery signal that measures it better)")
     charts: Charts | None = None
     long_term: list[LongTerm] = Field(default_factory=list)
     look_alikes: list[LookAlike] = Field(default_factory=list)

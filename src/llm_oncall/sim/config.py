@@ -69,7 +69,13 @@ class FleetConfig:
     dcgm_custom_csv: bool = False
     engine: EngineConfig = field(default_factory=EngineConfig)
     step: StepModel = field(default_factory=StepModel)
-    model_load_s: float = 60.0
+    model_load_s: float = 90.0
+    """A new or restarted pod: scheduled, image present, weights read and loaded (Llama-3.1-8B bf16, ≈16 GB), KV
+    cache profiled and CUDA graphs captured before it is Ready and takes traffic: ≈ 90 s. Each start draws
+    ×0.9–1.2 of it."""
+    tp_load_factor: float = 0.25
+    """A tensor-parallel group loads longer: each extra rank adds this share (NCCL init across the ranks, every rank
+    capturing its graphs; the group is Ready when its slowest rank is): TP 2 ≈ 112 s, TP 4 ≈ 158 s."""
     # the API server holds queued requests in host memory; past this queue length the container is OOM-killed
     oom_queue_limit: int | None = None
     endpoint_lag_s: float = 10.0  # readiness probe period x failure threshold
@@ -87,3 +93,8 @@ class FleetConfig:
     tick_s: float = 0.1
     epoch: float = 1_767_225_600.0  # virtual t=0 as unix time (2026-01-01T00:00:00Z)
     log_interval_s: float = 10.0
+
+    @property
+    def load_s(self) -> float:
+        """Model load of one pod of this fleet (its tensor-parallel degree included)."""
+        return self.model_load_s * (1.0 + self.tp_load_factor * (self.tp - 1))

@@ -53,6 +53,7 @@ def engine_hang(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
 
     idle_wait = float(p.get("idle_wait_s", 0.0))
     core_gauges = fleet.cfg.engine_core_gauges
+    nccl_timeout = float(p["nccl_timeout_s"]) if p.get("nccl_timeout_s") is not None else None
 
     def onset(t: float) -> None:
         members = [x for x in fleet.pods if x.group == group and x.state != TERMINATED]
@@ -73,6 +74,14 @@ def engine_hang(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
                 g.crc_data += int(rng.expovariate(4.0 / crc_rate))
                 g.replay += int(rng.expovariate(2.0 / crc_rate))
         _every(fleet, t + 1.0, 1.0, link_errors)
+        if nccl_timeout is not None:
+            def watchdog(t2: float) -> None:
+                # what-if nccl-timeout: the collective's timeout fires, the process group aborts and the engine exits;
+                # the kubelet restarts each container and the group loads the model again (a crash, not a hang)
+                for x in members:
+                    if x.hung and x.state != TERMINATED:
+                        lifecycle.crash(fleet, x, t2, "Error: NCCL watchdog timeout", oom=False)
+            fleet.schedule(t + nccl_timeout, watchdog)
     fleet.schedule(at, onset)
 
 
@@ -90,9 +99,19 @@ def prefix_cache_drop(fleet: FleetHooks, at: float, p: Params, rng: random.Rando
         policy = str(p.get("policy", "random"))
         fleet.schedule(max(0.0, at - lag), lambda t: lifecycle.config_change(fleet, t, policy, apply=False))
 
+        canary = float(p["config_canary_s"]) if p.get("config_canary_s") is not None else None
+        before = fleet.router.policy
+
         def onset(t: float) -> None:
             fleet.router.policy = policy
             _truth(fleet, "prefix-cache-drop", at, [x for x in fleet.pods if x.state != TERMINATED])
+            if canary is not None:
+                def check(t2: float) -> None:
+                    # what-if config-canary: the change's SLO check (hit rate, TTFT) fails and the pipeline
+                    # reverts it; the router picks the old config up on its next 10 s reload
+                    lifecycle.config_change(fleet, t2, before, apply=False)
+                    fleet.schedule(t2 + 10.0 - (t2 % 10.0), lambda _: setattr(fleet.router, "policy", before))
+                fleet.schedule(t + canary, check)
     else:
         share = float(p.get("share", rng.uniform(0.8, 1.0)))
 
@@ -124,10 +143,28 @@ def bad_model_rollout(fleet: FleetHooks, at: float, p: Params, rng: random.Rando
     weight = float(p.get("weight", rng.uniform(0.1, 0.25)))
     model = str(p.get("model_revision", "ft-2026-01-rc3"))
 
+    gate = float(p["quality_gate_s"]) if p.get("quality_gate_s") is not None else None
+
     def onset(t: float) -> None:
         rev = fleet.new_revision(model_revision=model, bad_outputs=True)
         ro = lifecycle.start_rollout(fleet, rev, t, canary_weight=weight)
         _truth(fleet, "bad-model-rollout", at, [fleet.by_name[n] for n in ro.created], rev.name)
+        if gate is not None:
+            def analysis(t2: float) -> None:
+                # what-if canary-quality-gate: the rollout's analysis reads the canary's quality proxies, fails
+                # and aborts: the traffic goes back to the stable revision, the canary pods are deleted
+                old = [r for r in fleet.weights if r != rev.name]
+                fleet.weights = {**{r: 1.0 / max(1, len(old)) for r in old}, rev.name: 0.0}
+                for name in ro.created:
+                    pod = fleet.by_name.get(name)
+                    if pod is not None and pod.state != TERMINATED:
+                        fleet.connection_lost(pod, pod.engine.abort_all(t2), t2)
+                        lifecycle.terminate(fleet, pod, t2)
+                if fleet.rollout is ro:
+                    fleet.rollout = None
+                fleet.record_event(t2, "rollout", f"canary {rev.name} aborted by its analysis (quality gate): "
+                                   "weight 0, canary pods deleted", revision=rev.name)
+            fleet.schedule(t + gate, analysis)
     fleet.schedule(at, onset)
 
 
@@ -144,6 +181,7 @@ def gpu_ecc(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None
     variant = str(p.get("variant", "dbe"))
     if variant not in GPU_ECC_VARIANTS:
         raise ValueError(f"gpu-ecc variant {variant!r}: one of {', '.join(GPU_ECC_VARIANTS)}")
+    autocordon = float(p["autocordon_s"]) if p.get("autocordon_s") is not None else None
 
     def onset(t: float) -> None:
         pod = _pick_pod(fleet, p, rng)
@@ -191,6 +229,19 @@ def gpu_ecc(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None
                 gpu.xid = 94
                 klog.append(logs.xid_line(86_400.0 * 12 + t2, pci, 94, pid))
         _every(fleet, t + 10.0, 10.0, errors)
+        if autocordon is not None:
+            def remediate(t2: float) -> None:
+                # what-if ecc-autocordon: a DCGM health check sees the DBE / pending row remap, cordons the node and
+                # evicts the pods on the failing GPU (draining the whole node took every replica on it: an outage);
+                # the ReplicaSet's replacements are scheduled elsewhere and load the model
+                fleet.cordoned.add(pod.node)
+                for x in [x for x in fleet.pods if gpu in x.gpus and x.state != TERMINATED]:
+                    fleet.connection_lost(x, x.engine.abort_all(t2), t2)
+                    lifecycle.terminate(fleet, x, t2)
+                    new = lifecycle.create_pod(fleet, x.revision, t=t2)
+                    fleet.record_event(t2, "restart", f"{x.name}: evicted (node {x.node} cordoned by the GPU health "
+                                       f"check); replaced by {new.name}", pod=x.name, reason="Evicted")
+            fleet.schedule(t + autocordon, remediate)
     fleet.schedule(at, onset)
 
 
@@ -198,7 +249,14 @@ def cuda_graph_crash(fleet: FleetHooks, at: float, p: Params, rng: random.Random
     version = str(p.get("vllm_version", "0.33.0"))
     eager = bool(p.get("enforce_eager", False))
 
+    staging = bool(p.get("staging_canary", False))
+
     def onset(t: float) -> None:
+        if staging:
+            # what-if staging-canary: the upgrade ran its benchmark in staging first, crash-looped there and never
+            # reached production (the staging fleet is not this one: nothing here changes)
+            _truth(fleet, "healthy", at, [])
+            return
         rev = fleet.new_revision(vllm_version=version, capture_crash=True, enforce_eager=eager)
         ro = lifecycle.start_rollout(fleet, rev, t)
         _truth(fleet, "cuda-graph-crash" if not eager else "healthy", at,

@@ -122,7 +122,7 @@ def _start(fleet: FleetHooks, pod: Pod, t: float) -> None:
     pod.hung = False
     pod.http_latency.__init__(pod.http_latency.bounds)  # type: ignore[misc]
     pod.http_latency_few.__init__(pod.http_latency_few.bounds)  # type: ignore[misc]
-    pod.next_at = t + cfg.model_load_s * fleet.rng.uniform(0.9, 1.2)
+    pod.next_at = t + cfg.load_s * fleet.rng.uniform(0.9, 1.2)
     rev = pod.revision
     pod.log(logs.startup_lines(cfg.epoch + t, rev.vllm_version, cfg.model_name, cfg.tp, rev.enforce_eager,
                                cfg.engine.num_gpu_blocks))
