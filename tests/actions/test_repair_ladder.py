@@ -4,6 +4,7 @@ simulator runs the repair Jobs (nvidia-smi -r, a node reboot) as the real tools 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from llm_oncall.actions.model import ACTION_KINDS, Action, ActionTarget, Plan, U
 from llm_oncall.drills import act
 from llm_oncall.evidence import repair as rungs
 from llm_oncall.evidence.xid import RUNGS, catalog
+from llm_oncall.incidents import IncidentStore
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.faults import GPU_ECC_VARIANTS
 from llm_oncall.sim.kubeapi import KubeCluster
@@ -217,8 +219,8 @@ RUNG_OF = {"contained": ("restart_app", ["restart_pod"]),
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", GPU_ECC_VARIANTS)
-def test_a_drill_per_rung_picks_it_from_the_catalogue_and_verifies_it(variant: str) -> None:
-    r = act.run_act("gpu-ecc", seed=7, params={"variant": variant})
+def test_a_drill_per_rung_picks_it_from_the_catalogue_and_verifies_it(variant: str, tmp_path: Path) -> None:
+    r = act.run_act("gpu-ecc", seed=7, params={"variant": variant}, record=tmp_path / "record.db")
     assert r.drill.correct, r.drill.diagnosed
     rung, kinds = RUNG_OF[variant]
     assert [a["kind"] for a in r.actions] == kinds, r.actions
@@ -230,3 +232,14 @@ def test_a_drill_per_rung_picks_it_from_the_catalogue_and_verifies_it(variant: s
     assert kinds[-1] in last["detail"]
     # what the cluster's GPU-health agent (NPD) set on the node was evidence too, read through the API
     assert any(e["signal"] == "evidence:node_condition_GPUXIDErrors" for e in r.drill.diagnosis["evidence"])
+    # Resolved: a node whose GPU the rung made whole serves again; one awaiting new hardware stays cordoned.
+    assert r.incident_id is not None
+    store = IncidentStore(tmp_path / "record.db")
+    given_back = [e["detail"] for e in store.timeline(r.incident_id)
+                  if e["kind"] == "action" and e["detail"].get("kind") == "cordon_node"
+                  and e["detail"].get("status") == "reverted"]
+    if rung in ("reset_gpu", "reboot_node"):
+        assert r.seconds_to_resolution is not None, r.to_json()
+        assert len(given_back) == 1 and "back in service" in given_back[0]["result"], given_back
+    else:
+        assert given_back == [], given_back

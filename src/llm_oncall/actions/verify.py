@@ -29,7 +29,7 @@ def observe(f: Features, snap: Snapshot | None) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Signal:
+class RecoverySignal:
     """A runbook's recovery signal (its `recovery:` section): when is it back?"""
 
     name: str
@@ -58,20 +58,21 @@ class Signal:
 
 
 @cache
-def _signals(incident: str) -> tuple[Signal, ...]:
+def _signals(incident: str) -> tuple[RecoverySignal, ...]:
     rb = load_registry().get(incident)
     if rb is None:
         return ()
-    return tuple(Signal(r.signal, r.better == "lower", r.doc.get("en"), compile_expr(r.back) if r.back else None,
-                        r.missing, r.baseline_if_none) for r in rb.recovery)
+    return tuple(RecoverySignal(r.signal, r.better == "lower", r.doc.get("en"),
+                                compile_expr(r.back) if r.back else None, r.missing, r.baseline_if_none)
+                 for r in rb.recovery)
 
 
-def signals(incident: str) -> tuple[Signal, ...]:
+def signals(incident: str) -> tuple[RecoverySignal, ...]:
     """The incident's recovery signals, from its runbook (none for an incident without a runbook)."""
     return _signals(incident)
 
 
-def baseline(history: Sequence[Obs], sig: Signal, until: float) -> float | None:
+def baseline(history: Sequence[Obs], sig: RecoverySignal, until: float) -> float | None:
     vals = [v for f in history if f["t"] < until and (v := sig.value(f)) is not None]
     return statistics.median(vals) if vals else None
 

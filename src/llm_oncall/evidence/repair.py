@@ -23,6 +23,9 @@ class RungSpec(BaseModel):
     id: Rung
     actions: list[str] = Field(min_length=1)
     text: str = Field(min_length=1)
+    returns_to_service: bool = False
+    """The repair makes the GPU whole: once its own check passed and the incident resolved, the node the rung
+    cordoned is uncordoned (a node awaiting new hardware stays cordoned)."""
 
 
 class HealthClass(BaseModel):

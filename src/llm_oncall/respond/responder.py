@@ -31,7 +31,7 @@ from llm_oncall.actions.model import Action, Plan
 from llm_oncall.actions.run import Actuator
 from llm_oncall.diagnosis.autopilot import HISTORY, Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
-from llm_oncall.evidence import nodeproblems
+from llm_oncall.evidence import nodeproblems, repair
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.respond.history import History
@@ -534,17 +534,42 @@ class Responder:
         self.ledger.save_plan(p.id, p.incident, p.to_json())
 
     def _hand_back(self, c: Case) -> None:
-        """Resolved: an autoscaler's floor the fix raised goes back to what it was, so the autoscaler owns the
-        replicas again (a scale-out without an autoscaler stays: nothing else would scale it back up)."""
+        """Resolved: what the fix took from the fleet's owners goes back. An autoscaler's floor the fix raised is
+        restored, so the autoscaler owns the replicas again (a scale-out without an autoscaler stays: nothing else
+        would scale it back up). A node the GPU repair ladder cordoned serves again once the rung's repair passed
+        its own check, where the catalogue says that rung makes the GPU whole (not while it awaits new hardware)."""
         act = self.actuator
         if act is None or c.plan is None:
             return
         for a in c.plan.actions:
-            if a.status == "executed" and a.kind == "scale_out" and a.target.kind == "HorizontalPodAutoscaler":
-                outcome = act.revert(c.plan, a)
-                self.store.event(c.id, "action", self.actor, {
-                    "action_id": a.id, "kind": a.kind, "target": a.target.ref(), "status": "reverted"
-                    if outcome == "reverted" else "failed", "result": f"the autoscaler's floor restored: {outcome}"})
+            if a.status != "executed":
+                continue
+            if a.kind == "scale_out" and a.target.kind == "HorizontalPodAutoscaler":
+                self._give_back(c, a, "the autoscaler's floor restored")
+            elif a.kind == "cordon_node" and (why := self._repaired(c.plan, a)) is not None:
+                self._give_back(c, a, f"back in service: {why}")
+
+    def _repaired(self, p: Plan, cordon: Action) -> str | None:
+        """Why the node a ladder rung cordoned may serve again, or None."""
+        rung = cordon.params.get("rung")
+        if not isinstance(rung, str) or not repair.ladder().rung(rung).returns_to_service:
+            return None
+        fix = repair.ladder().rung(rung).actions[-1]
+        node = cordon.params.get("node")
+        done = [a for a in p.actions if a.kind == fix and a.status == "executed" and a.params.get("node") == node]
+        if not done or self.actuator is None:
+            return None
+        checks = [self.actuator.effect(a) for a in done]
+        if not all(ch is not None and ch[0] for ch in checks):
+            return None
+        return "; ".join(ch[1] for ch in checks if ch is not None)
+
+    def _give_back(self, c: Case, a: Action, what: str) -> None:
+        assert self.actuator is not None and c.plan is not None
+        outcome = self.actuator.revert(c.plan, a)
+        self.store.event(c.id, "action", self.actor, {
+            "action_id": a.id, "kind": a.kind, "target": a.target.ref(),
+            "status": "reverted" if outcome == "reverted" else "failed", "result": f"{what}: {outcome}"})
 
     def _back(self, c: Case) -> bool:
         if c.plan is None or not self.observed:
