@@ -205,14 +205,17 @@ def test_the_kv_capacity_drill_scales_through_its_hpa_and_the_revert_restores_it
         mp.undo()
     server = servers[-1]
     try:
-        assert r.correct and r.recovered
+        assert r.correct and r.recovered and r.seconds_to_resolution is not None, r.to_json()
         scale = next(a for a in r.actions if a["kind"] == "scale_out")
         assert scale["status"] == "executed" and scale["target"] == f"HorizontalPodAutoscaler/{NS}/{DEP}"
         kube = Kube(server.write_kubeconfig(tmp_path / "kubeconfig"))
         floor = scale["result"]["minReplicas"]
-        assert floor > 8 and hpa_min(kube) == floor
-        # the HPA kept the workload at its floor through the whole drill (no sync scaled it back)
+        assert floor > 8
+        # the HPA kept the workload at the raised floor through its syncs until the incident resolved
         assert kube.get("Deployment", DEP, NS)["spec"]["replicas"] >= floor
+        # resolved within the drill: the floor went back to the autoscaler (the hand-back is the revert), and a
+        # second revert finds nothing left to undo
+        assert hpa_min(kube) == 8
         p = Plan.from_json(r.plan)
         a = next(x for x in p.actions if x.kind == "scale_out")
         assert Actuator(kube, Ledger(), DRILL_POLICY, mode="auto").revert(p, a) == "reverted"
