@@ -51,16 +51,16 @@ def test_one_baseline_credits_a_self_resolution_for_both_drills(monkeypatch: Any
     arrives after the incident went away by itself (nothing executed) is credited with its resolution time."""
     from types import SimpleNamespace
 
-    from llm_oncall.drills import manual, suite_act
+    from llm_oncall.drills import suite_act
 
     def fake(ttr: float | None, executed: bool) -> Any:
         return lambda *a, **k: SimpleNamespace(seconds_to_recovery=ttr, seconds_to_resolution=400.0,
                                                actions=[{"status": "executed"}] if executed else [])
 
     monkeypatch.setattr(act, "run_act", fake(None, False))
-    assert manual.manual_baseline("prefix-cache-drop", 7)[0] == 400.0
+    assert act.manual_baseline("prefix-cache-drop", 7)[0] == 400.0
     monkeypatch.setattr(act, "run_act", fake(None, True))
-    assert manual.manual_baseline("prefix-cache-drop", 7)[0] is None
+    assert act.manual_baseline("prefix-cache-drop", 7)[0] is None
     monkeypatch.setattr(act, "run_act", fake(250.0, True))
-    assert manual.manual_baseline("prefix-cache-drop", 7)[0] == 250.0
-    assert suite_act.manual_baseline is manual.manual_baseline
+    assert act.manual_baseline("prefix-cache-drop", 7)[0] == 250.0
+    assert suite_act.manual_baseline is act.manual_baseline

@@ -25,6 +25,7 @@ from llm_oncall.actions.kube import Kube
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action
 from llm_oncall.actions.run import Actuator
+from llm_oncall.drills.manual import Human, ManualApprover
 from llm_oncall.drills.runner import INTERVAL_S, DrillLoop, DrillResult, run_one
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
@@ -203,6 +204,23 @@ def _served(responder: Responder) -> Case | None:
     return planned[0] if planned else None
 
 
+def manual_baseline(incident: str, seed: int, cfg: FleetConfig | None = None, fault: FaultSpec | None = None,
+                    human: Human | None = None, params: Mapping[str, Any] | None = None
+                    ) -> tuple[float | None, float]:
+    """The manual baseline, once (`drill --act` and `drill --suite N --act` both use it): the same seeded incident
+    worked through the loop in approve mode by the simulated human → (seconds from onset to recovery or None, the
+    human's page → approval delay). A human who comes after the incident went away by itself (nothing executed)
+    is credited with waiting: its resolution time."""
+    delay = (human or Human()).delay_s(incident, seed)
+    m = run_act(incident, seed, cfg=cfg, fault=fault, mode="approve", approver=ManualApprover(delay), wait_s=delay,
+                params=params)
+    if m.seconds_to_recovery is not None:
+        return m.seconds_to_recovery, delay
+    if not any(a["status"] == "executed" for a in m.actions):
+        return m.seconds_to_resolution, delay
+    return None, delay
+
+
 @dataclass(frozen=True)
 class Job:
     incident: str
@@ -216,8 +234,6 @@ class Job:
 
 
 def run_job(job: Job) -> ActResult:
-    from llm_oncall.drills.manual import manual_baseline
-
     r = run_act(job.incident, job.seed, record=job.out / "record.db" if job.out is not None else None,
                 params=dict(job.params))
     if job.out is not None and r.incident_id is not None:

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.respond import Responder
 from llm_oncall.runbooks.loader import load_registry
 
 if TYPE_CHECKING:
-    from llm_oncall.sim import FaultSpec, FleetConfig
+    pass
 
 ACTOR = "on-call (simulated)"
 
@@ -71,22 +70,3 @@ class ManualApprover:
                 if a.guard is not None and a.guard.approvable:
                     store.decide(c.id, c.plan.id, a.id, "approved", ACTOR)
                     self.approved.append(a.id)
-
-
-def manual_baseline(incident: str, seed: int, cfg: FleetConfig | None = None, fault: FaultSpec | None = None,
-                    human: Human | None = None, params: Mapping[str, Any] | None = None
-                    ) -> tuple[float | None, float]:
-    """The manual baseline, once (`drill --act` and `drill --suite N --act` both use it): the same seeded incident
-    worked through the loop in approve mode by the simulated human → (seconds from onset to recovery or None, the
-    human's page → approval delay). A human who comes after the incident went away by itself (nothing executed)
-    is credited with waiting: its resolution time."""
-    from llm_oncall.drills.act import run_act
-
-    delay = (human or Human()).delay_s(incident, seed)
-    m = run_act(incident, seed, cfg=cfg, fault=fault, mode="approve", approver=ManualApprover(delay), wait_s=delay,
-                params=params)
-    if m.seconds_to_recovery is not None:
-        return m.seconds_to_recovery, delay
-    if not any(a["status"] == "executed" for a in m.actions):
-        return m.seconds_to_resolution, delay
-    return None, delay

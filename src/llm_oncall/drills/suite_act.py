@@ -9,9 +9,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
-from llm_oncall.drills.act import ActResult, run_act
+from llm_oncall.drills.act import ActResult, manual_baseline, run_act
 from llm_oncall.drills.generator import Scenario, generate
-from llm_oncall.drills.manual import manual_baseline
 from llm_oncall.drills.suite import quantile
 
 

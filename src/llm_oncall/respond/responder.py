@@ -41,6 +41,9 @@ from llm_oncall.signals.source import Source
 PENDING = ("planned", "dry_run")
 RECOVERED_ROUNDS = 2
 """Consecutive rounds with the incident's recovery signal back (actions/verify.py) before it counts as mitigated."""
+RELAPSE_ROUNDS = 3
+"""Consecutive rounds without it before a mitigated incident is open again: recovery is judged on the users' p99s,
+and one red scrape of a quantile is noise; a pager that flaps on it trains people to ignore it."""
 TELEMETRY_KEPT_S = 3600.0
 """Every round's telemetry is kept an hour (≈ 15 kB a round for 8 pods: 3.5 MB an hour at 15 s) ..."""
 INCIDENT_LEAD_S = 1800.0
@@ -98,6 +101,8 @@ class Case:
     acted_at: float | None = None
     verified: bool = False
     streak: int = 0
+    lost: int = 0
+    """Consecutive rounds with the recovery signal lost (after mitigation: RELAPSE_ROUNDS of them reopen)."""
     recovered_at: float | None = None
     """The first round of the first streak of RECOVERED_ROUNDS with the recovery signal back."""
     green: int = 0
@@ -449,8 +454,8 @@ class Responder:
     # ---- verify and resolve -------------------------------------------------------------------------
     def _verify(self, c: Case, d: Diagnosis) -> None:
         """Mitigated when the incident's recovery signal is back for RECOVERED_ROUNDS rounds (the page may go on:
-        demand is still doubled, the capacity now absorbs it), open again when it is lost; after the policy's
-        verification window every executed action is judged, and one that harmed is reverted."""
+        demand is still doubled, the capacity now absorbs it), open again when it is lost for RELAPSE_ROUNDS; after
+        the policy's verification window every executed action is judged, and one that harmed is reverted."""
         if not c.acted or not self.observed or c.plan is None or c.acted_at == self.clock():
             return  # this round's telemetry was taken before the action: it says nothing of its effect
         obs = self.observed[-1]
@@ -458,6 +463,7 @@ class Responder:
         sig = verify.signals(incident)
         ok = verify.recovered(incident, obs, c.baselines)
         c.streak = c.streak + 1 if ok else 0
+        c.lost = 0 if ok else c.lost + 1
         status = (self.store.get(c.id, timeline=False) or {}).get("status")
         detail = {s.name: {"value": s.value(obs), "baseline": c.baselines.get(s.name)} for s in sig}
         if c.streak >= RECOVERED_ROUNDS and status in ("open", "mitigating"):
@@ -471,7 +477,7 @@ class Responder:
                 "verdict": "helped", "signals": detail, "user_facing": verify.slo_state(obs, incident),
                 "recovered_at": c.recovered_at, "since_t": since,
                 "detail": "; ".join([*(s.doc for s in sig), "TTFT, ITL and errors within baseline or SLO"])})
-        elif status == "mitigated" and not ok:
+        elif status == "mitigated" and c.lost >= RELAPSE_ROUNDS:
             self.store.set_status(c.id, "open", self.actor, f"symptoms back: {incident}")
             self.notify(c.id, "status", f"open again: {incident} symptoms back", {"status": "open"})
             self.store.event(c.id, "verification", self.actor, {"verdict": "relapsed", "signals": detail})
