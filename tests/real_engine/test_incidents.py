@@ -421,8 +421,11 @@ def test_kv_capacity_overload(vllm_server: VllmServer) -> None:
     assert not wrong, (wrong, why)
     assert i_symptom is not None, why
     assert t_diag is not None and i_diag is not None, why
-    # Persistence 2: the earliest possible diagnosis is one scrape after the symptom first shows.
-    assert i_diag - i_symptom <= 2, why
+    # Persistence 2: the earliest possible diagnosis is one scrape after the symptom first shows; a scrape that
+    # came later than the interval (the API server stalled under the load: one took 15.8 s on a CI host) costs
+    # one tick, not the incident.
+    late = sum(1 for x in ticks[i_symptom + 1:i_diag + 1] if x.scrape_s > INTERVAL)
+    assert i_diag - i_symptom <= 2 + late, why
     d = live.diagnoses[-1]
     signals = {e.signal for e in d.evidence}
     assert {"waiting", "kv_max"} <= signals
