@@ -209,3 +209,35 @@ def kubectl(kubeconfig: Path, *args: str) -> str:
                           str(kubeconfig.parent / "kube-cache"), *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout
+
+
+def write_serve_config(tmp: Path, cfg: dict[str, Any], **over: Any) -> Path:
+    """A serve.yaml under `tmp`: a free 127.0.0.1 port, the SQLite file under `tmp`, a 0.1 s round, then `cfg`, then
+    `over`."""
+    import yaml
+
+    full: dict[str, Any] = {"listen": f"127.0.0.1:{free_port()}", "db": str(tmp / "incidents.db"),
+                            "interval": "0.1s", "log_level": "warning", **cfg, **over}
+    path = tmp / "serve.yaml"
+    path.write_text(yaml.safe_dump(full))
+    return path
+
+
+def service_starter(tmp: Path, cfg: dict[str, Any],
+                    extend: Callable[..., Any] | None = None) -> Iterator[Callable[..., Any]]:
+    """A fixture body: `start(log=None, **over)` runs a Service in this process on `write_serve_config(tmp, cfg,
+    **over)`; every one started is stopped at the end."""
+    from llm_oncall.service.app import Service
+    from llm_oncall.service.config import load
+    from llm_oncall.service.observability import Log
+
+    started: list[Service] = []
+
+    def start(log: Log | None = None, **over: Any) -> Service:
+        svc = Service(load(write_serve_config(tmp, cfg, **over)), log=log or Log("warning"), extend=extend).start()
+        started.append(svc)
+        return svc
+
+    yield start
+    for s in started:
+        s.stop()

@@ -142,8 +142,12 @@ def test_dashboard_expressions_parse(tmp_path: Path) -> None:
 
 def test_promql_block_is_validated() -> None:
     text = (Path(promrules.__file__).parent / "builtin" / "kv-capacity.yaml").read_text()
-    bad = text.replace("${slo_ttft_p99}", "${slo_tfft}", 1)
+    # The condition is stated once: an alert the export cannot translate is refused with the reason ...
+    bad = text.replace("waiting_per_pod >= 2) and", "waiting_per_pod >= 2) and max(kv_max, kv_median) > 0.9 and", 1)
     rb, problems = parse_text(bad, "kv.yaml")
-    assert rb is None and any("slo_tfft" in p.message for p in problems)
+    assert rb is None and any("no PromQL form" in p.message and "max()" in p.message for p in problems)
+    # ... and a second statement of it in PromQL is an unknown key.
+    rb, problems = parse_text(text.replace("prometheus:\n", "prometheus:\n  expr: up == 0\n", 1), "kv.yaml")
+    assert rb is None and any("expr" in p.message for p in problems)
     rb, problems = parse_text(text.replace("for: 2m", "for: soon", 1), "kv.yaml")
     assert rb is None and any("duration" in p.message for p in problems)

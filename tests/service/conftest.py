@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from tests.testkit import free_port
+from tests.testkit import service_starter, write_serve_config
 
 from llm_oncall.service.app import Service
-from llm_oncall.service.config import load
-from llm_oncall.service.observability import Log
 
 WEBHOOK = "webhook-token-0123456789"
 API = "api-token-0123456789abcd"
@@ -27,32 +24,19 @@ def sample() -> dict[str, Any]:
     return json.loads(json.dumps(SAMPLE_BODY))
 
 
-def write_config(tmp: Path, **over: Any) -> Path:
+def _defaults(tmp: Path) -> dict[str, Any]:
     (tmp / "policy.yaml").write_text("auto: {kv-capacity: [scale_out]}\n")
-    cfg: dict[str, Any] = {
-        "listen": f"127.0.0.1:{free_port()}", "db": str(tmp / "incidents.db"),
-        "source": {"sim": {"pods": 3, "seed": 3}}, "interval": "0.1s", "mode": "auto",
-        "policy": str(tmp / "policy.yaml"), "log_level": "warning",
-        "auth": {"webhook": [WEBHOOK], "api": [API], "approve": [APPROVE]}}
-    cfg.update(over)
-    path = tmp / "serve.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    return {"source": {"sim": {"pods": 3, "seed": 3}}, "mode": "auto", "policy": str(tmp / "policy.yaml"),
+            "auth": {"webhook": [WEBHOOK], "api": [API], "approve": [APPROVE]}}
+
+
+def write_config(tmp: Path, **over: Any) -> Path:
+    return write_serve_config(tmp, _defaults(tmp), **over)
 
 
 @pytest.fixture
 def start_service(tmp_path: Path) -> Iterator[Callable[..., Service]]:
-    started: list[Service] = []
-
-    def start(**over: Any) -> Service:
-        cfg = load(write_config(tmp_path, **over))
-        svc = Service(cfg, log=Log("warning")).start()
-        started.append(svc)
-        return svc
-
-    yield start
-    for s in started:
-        s.stop()
+    yield from service_starter(tmp_path, _defaults(tmp_path))
 
 
 def auth(token: str) -> dict[str, str]:

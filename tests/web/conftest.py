@@ -9,12 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
-from tests.testkit import free_port
+from tests.testkit import service_starter
 
 from llm_oncall.service.app import Service
-from llm_oncall.service.config import load
-from llm_oncall.service.observability import Log
 from llm_oncall.web.console import routes
 
 WEBHOOK = "webhook-token-0123456789"
@@ -24,29 +21,14 @@ OVERRIDE = "override-token-0123456789"
 KV = {"sim": {"pods": 3, "seed": 3, "fault": "kv-capacity", "at": 120}}
 
 
-def write_config(tmp: Path, **over: Any) -> Path:
-    cfg: dict[str, Any] = {
-        "listen": f"127.0.0.1:{free_port()}", "db": str(tmp / "incidents.db"),
-        "source": {"sim": {"pods": 3, "seed": 3}}, "interval": "0.1s", "mode": "approve", "log_level": "warning",
-        "auth": {"webhook": [WEBHOOK], "api": [API], "approve": [APPROVE], "override": [OVERRIDE]}}
-    cfg.update(over)
-    path = tmp / "serve.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+DEFAULTS: dict[str, Any] = {
+    "source": {"sim": {"pods": 3, "seed": 3}}, "mode": "approve",
+    "auth": {"webhook": [WEBHOOK], "api": [API], "approve": [APPROVE], "override": [OVERRIDE]}}
 
 
 @pytest.fixture
 def start_console(tmp_path: Path) -> Iterator[Callable[..., Service]]:
-    started: list[Service] = []
-
-    def start(log: Log | None = None, **over: Any) -> Service:
-        svc = Service(load(write_config(tmp_path, **over)), log=log or Log("warning"), extend=routes).start()
-        started.append(svc)
-        return svc
-
-    yield start
-    for s in started:
-        s.stop()
+    yield from service_starter(tmp_path, DEFAULTS, extend=routes)
 
 
 def csrf_of(html: str) -> str:

@@ -63,7 +63,14 @@ class ActionTarget(BaseModel):
         return check_name(v, "namespace") if v else v
 
     def ref(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}" if self.namespace else f"{self.kind}/{self.name}"
+        return target_ref(self.model_dump())
+
+
+def target_ref(t: Any) -> str:
+    """`kind/namespace/name` (`kind/name` for a cluster-scoped object) of a target or its stored JSON."""
+    if isinstance(t, dict):
+        return "/".join(str(t[k]) for k in ("kind", "namespace", "name") if t.get(k))
+    return str(t or "")
 
 
 class DryRun(BaseModel):

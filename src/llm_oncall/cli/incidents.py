@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
+from llm_oncall.actions.model import target_ref
 from llm_oncall.cli.common import JsonOpt, console, fail, print_json
 from llm_oncall.termtable import Column, FitTable
 
@@ -117,7 +118,7 @@ def show_cmd(incident_id: Annotated[str, typer.Argument(metavar="ID", help="Inci
         for a in plan["actions"]:
             g = a.get("guard") or {}
             verdict = a["status"] if a["status"] != "dry_run" else ("approvable" if g.get("approvable") else "blocked")
-            out.append(f"  {a['id']}  {a['kind']} {_ref(a['target'])}: {verdict} — {g.get('why', '')}\n")
+            out.append(f"  {a['id']}  {a['kind']} {target_ref(a['target'])}: {verdict} — {g.get('why', '')}\n")
     for a in inc["alert_list"]:
         out.append(f"alert {a['alertname']} {a['status']} fingerprint {a['fingerprint']} since {a['startsAt']}\n")
     out.append("timeline:\n")
@@ -126,7 +127,3 @@ def show_cmd(incident_id: Annotated[str, typer.Argument(metavar="ID", help="Inci
         text = event_text(e["kind"], d) or f"{d.get('verdict', '')}: {d.get('detail', '')}"
         out.append(f"  {e['at']}  {e['kind']:<12} {text} ({e['actor']})\n")
     console.print(out, soft_wrap=True, end="")
-
-
-def _ref(t: dict[str, Any]) -> str:
-    return f"{t['kind']}/{t['namespace']}/{t['name']}" if t.get("namespace") else f"{t['kind']}/{t['name']}"

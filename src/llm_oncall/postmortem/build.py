@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from llm_oncall.actions.model import target_ref
 from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.postmortem import impact as impact_mod
 from llm_oncall.postmortem.i18n import duration, tr
@@ -183,7 +184,7 @@ def _response(rec: Record, m: Moments, lang: str) -> list[dict[str, str]]:
         v = a.get("verification") or {}
         rows.append({
             "when": utc(when.get(a.get("id", ""))), "who": actor.get(str(a.get("id")), "—"),
-            "what": f"{a.get('kind')} {_target_ref(a.get('target'))}: {a.get('why', '')}".strip(),
+            "what": f"{a.get('kind')} {target_ref(a.get('target'))}: {a.get('why', '')}".strip(),
             "dry_run": (tr(lang, "ok") if dry.get("ok") else tr(lang, "failed")) + f" {_short(dry.get('detail'))}"
             if dry else tr(lang, "none"),
             "approval": f"{appr['decision']} by {appr['actor']}" if appr else
@@ -192,12 +193,6 @@ def _response(rec: Record, m: Moments, lang: str) -> list[dict[str, str]]:
             "outcome": f"{a.get('status')} {_short(a.get('result'))}".strip(),
             "verification": f"{v.get('verdict')}: {v.get('detail', '')}" if v else tr(lang, "none")})
     return rows
-
-
-def _target_ref(t: Any) -> str:
-    if isinstance(t, dict):
-        return "/".join(str(t.get(k)) for k in ("kind", "namespace", "name") if t.get(k))
-    return str(t or "")
 
 
 def _short(v: Any) -> str:

@@ -27,9 +27,12 @@ from typing import Any, Literal
 
 import yaml
 
+from llm_oncall.evidence import xid
+from llm_oncall.runbooks import alertql
 from llm_oncall.runbooks.dashboard import DASHBOARD_FILE, dashboard, panel_exprs
+from llm_oncall.runbooks.expr import compile_expr
 from llm_oncall.runbooks.promql import metric_name, selectors
-from llm_oncall.runbooks.schema import PROMQL_PARAMS, Runbook
+from llm_oncall.runbooks.schema import Runbook
 from llm_oncall.runbooks.thresholds import ERROR_SYMPTOM_SHARE
 from llm_oncall.signals.catalog import SIGNALS
 
@@ -42,7 +45,6 @@ DEFAULTS: dict[str, str] = {
     "slo_itl_p99": "0.2",  # seconds
     "slo_error_ratio": f"{ERROR_SYMPTOM_SHARE:g}",  # the diagnosis' own line (runbooks/thresholds.py)
 }
-assert tuple(DEFAULTS) == PROMQL_PARAMS, "every runbook placeholder has a default"
 _DURATIONS = ("window", "short", "baseline", "offset")
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]*)\}")
@@ -243,17 +245,26 @@ def alert_name(incident: str) -> str:
     return "LlmOncall" + "".join(part.capitalize() for part in incident.split("-"))
 
 
-def _alert(rb: Runbook, values: Mapping[str, str]) -> Rule:
+def knowledge() -> dict[str, str]:
+    """Placeholders filled from the knowledge catalogues, not by the user: the GPU-memory Xids (evidence/catalog)."""
+    codes = sorted(code for code, e in xid.catalog().items() if e.category == "gpu-memory")
+    return {"xid_gpu_memory": " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {c}" for c in codes)}
+
+
+def alert_rule(rb: Runbook, values: Mapping[str, str] | None = None) -> Rule:
+    """The runbook's exported alert (`values`: the export parameters, the defaults if None)."""
+    values = values if values is not None else params()
     pa = rb.prometheus
-    assert pa is not None
-    canonical = render(pa.expr, values)
-    scope = ", ".join(f"{{{{ $labels.{s} }}}}" for s in pa.scope)
+    assert pa is not None and rb.alert is not None
+    condition = alertql.translate(compile_expr(rb.alert))
+    canonical = render(condition.expr, {**values, **knowledge()})
+    scope = ", ".join(f"{{{{ $labels.{s} }}}}" for s in condition.scope)
     return Rule(
         GROUP_ALERTS, "alert", alert_name(rb.id), canonical, all_spellings(canonical), pa.hold,
         labels={"severity": pa.severity, "incident": rb.id, "source": "llm-oncall"},
         annotations={"summary": f"{rb.title.en} ({scope})", "description": rb.symptom.en,
                      "runbook": f"llm-oncall runbooks show {rb.id}"},
-        incident=rb.id, scope=tuple(pa.scope))
+        incident=rb.id, scope=condition.scope)
 
 
 SYMPTOM_ALERT = "LlmOncallSymptom"
@@ -284,7 +295,7 @@ def build(runbooks: Iterable[Runbook], overrides: Mapping[str, str | float | Non
             canonical = render(template, values)
             rules.append(Rule(group, "record", name, canonical, all_spellings(canonical), help=what))
     books = sorted((rb for rb in runbooks if rb.prometheus is not None), key=lambda rb: (rb.priority, rb.id))
-    rules += [_alert(rb, values) for rb in books]
+    rules += [alert_rule(rb, values) for rb in books]
     rules.append(_symptom_alert(values))
     return rules
 
@@ -352,5 +363,6 @@ def listing(rules: Sequence[Rule], board: Mapping[str, Any], values: Mapping[str
 
 
 __all__ = ["DASHBOARD_FILE", "DEFAULTS", "FORMATS", "LEGACY", "PROMETHEUSRULE_FILE", "RULES_FILE", "ParamError",
-           "Rule", "all_spellings", "build", "dashboard", "export", "listing", "metric_name", "panel_exprs", "params",
+           "Rule", "alert_rule", "all_spellings", "build", "dashboard", "export", "knowledge", "listing", "metric_name",
+           "panel_exprs", "params",
            "prometheus_rule", "render", "rule_groups", "selectors", "spellings"]

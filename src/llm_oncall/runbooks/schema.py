@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llm_oncall.incident_ids import ALL
+from llm_oncall.runbooks import alertql
 from llm_oncall.runbooks.expr import Expr, ExprError, compile_expr
 
 INCIDENTS = ALL
@@ -147,49 +148,24 @@ class RootCause(_Model):
         return None if v is None else _condition(v)
 
 
-PROMQL_PARAMS = ("window", "short", "baseline", "offset", "slo_ttft_p99", "slo_itl_p99", "slo_error_ratio")
-"""The `${name}` placeholders a runbook's PromQL may use; `rules export` fills them (runbooks/promrules.py)."""
-_PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]*)\}")
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 class PromAlert(_Model):
-    """The runbook's alert as PromQL, for `llm-oncall rules export` (an export form: the diagnosis engine never
-    evaluates it). Metric names are written in their current `vllm:` spelling; the export adds the `vllm_`
-    spelling and the legacy names. Thresholds are relative (to a baseline window or to SLOs), via placeholders."""
+    """How the runbook's alert behaves once exported (`llm-oncall rules export`). Its condition is the runbook's
+    `alert`, stated once over features and translated to PromQL by the export (runbooks/alertql.py); the labels it
+    carries (its scope) follow from the features it names."""
 
-    expr: str = Field(min_length=1)
-    hold: str = Field(default="0s", alias="for", description="how long the expression must hold (Prometheus `for`)")
+    hold: str = Field(default="0s", alias="for", description="how long the condition must hold (Prometheus `for`)")
     severity: Literal["page", "warning"] = "page"
-    scope: list[str] = Field(default_factory=lambda: ["namespace"],
-                             description="labels the alert carries (the expression must keep them)")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    @field_validator("expr")
-    @classmethod
-    def _placeholders(cls, v: str) -> str:
-        unknown = sorted({m for m in _PLACEHOLDER.findall(v) if m not in PROMQL_PARAMS})
-        if unknown:
-            raise ValueError(f"unknown placeholder(s) {', '.join(unknown)}; known: {', '.join(PROMQL_PARAMS)}")
-        if v.count("(") != v.count(")") or v.count("{") != v.count("}") or v.count("[") != v.count("]"):
-            raise ValueError("unbalanced brackets")
-        return v
 
     @field_validator("hold")
     @classmethod
     def _duration(cls, v: str) -> str:
         if not _DURATION.match(v):
             raise ValueError(f"not a Prometheus duration: {v!r}")
-        return v
-
-    @field_validator("scope")
-    @classmethod
-    def _scope(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if not _LABEL.match(x)]
-        if bad:
-            raise ValueError(f"invalid label name(s): {', '.join(bad)}")
         return v
 
 
@@ -201,8 +177,9 @@ class Runbook(_Model):
         description="titles true to the evidence: the first whose `when` holds names the diagnosis")
     priority: int = Field(ge=0, le=1000, description="lower is checked first in triage")
     symptom: Text
-    alert: str | None = None
-    prometheus: PromAlert | None = Field(default=None, description="the alert as PromQL, for `rules export`")
+    alert: str | None = Field(default=None, description="the alert condition over features, stated once: the drills "
+                                                        "time detection by it, `rules export` translates it to PromQL")
+    prometheus: PromAlert | None = Field(default=None, description="how the exported alert behaves (`rules export`)")
     signature: list[Clause] = Field(min_length=1)
     support: list[Clause] = Field(default_factory=list)
     persistence: int = Field(default=2, ge=1, le=20, description="consecutive scrapes the signature must hold")
@@ -247,6 +224,18 @@ class Runbook(_Model):
             if a.instead_of is not None and a.instead_of not in {b.action for b in self.emergency[:i]}:
                 raise ValueError(f"emergency: {a.action}.instead_of {a.instead_of!r} names no earlier action of this "
                                  "runbook")
+        return self
+
+    @model_validator(mode="after")
+    def _alert_translates(self) -> Runbook:
+        if self.prometheus is None:
+            return self
+        if self.alert is None:
+            raise ValueError("prometheus: the exported alert needs the runbook's `alert` condition")
+        try:
+            alertql.translate(compile_expr(self.alert))
+        except alertql.TranslateError as exc:
+            raise ValueError(f"alert: no PromQL form: {exc}") from exc
         return self
 
     @model_validator(mode="after")

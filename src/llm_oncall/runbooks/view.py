@@ -7,6 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from llm_oncall.runbooks import promrules
 from llm_oncall.runbooks.schema import Runbook
 
 
@@ -39,9 +40,9 @@ def runbook_view(rb: Runbook, lang: str = "en") -> RenderableType:
         parts.append(Panel(Text("\n".join(f"- ({x.tag}) {x.text.get(lang)}" for x in rb.long_term)),
                            title="Long term", title_align="left"))
     if rb.prometheus is not None:
-        pa = rb.prometheus
-        parts.append(Panel(Text(pa.expr.strip()), title_align="left",
-                           title=f"Prometheus alert ({pa.severity}, for {pa.hold}, by {', '.join(pa.scope)})"))
+        pa, rule = rb.prometheus, promrules.alert_rule(rb)
+        parts.append(Panel(Text(rule.canonical), title_align="left",
+                           title=f"Prometheus alert ({pa.severity}, for {pa.hold}, by {', '.join(rule.scope)})"))
     if rb.look_alikes:
         parts.append(Text("Look-alikes: " + "; ".join(f"{la.incident} ({la.why.get(lang)})" for la in rb.look_alikes)))
     if rb.references:

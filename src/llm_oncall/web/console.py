@@ -25,13 +25,14 @@ from starlette.templating import Jinja2Templates
 from llm_oncall.incident_ids import FAULTS
 from llm_oncall.postmortem.record import RecordError
 from llm_oncall.postmortem.write import write_postmortem
+from llm_oncall.runbooks import promrules
 from llm_oncall.runbooks.loader import load_registry
 from llm_oncall.service.api import APPROVER, HttpError, roles_of, token_id
 from llm_oncall.service.app import Service
 from llm_oncall.web import charts
 from llm_oncall.web.drillrun import Drills
 from llm_oncall.web.session import COOKIE, LOGIN_CSRF, Session, Sessions, csrf_ok
-from llm_oncall.web.training import Trainings
+from llm_oncall.web.training import TrainingRun, Trainings
 
 HERE = Path(__file__).parent
 READ_ROLES = ("api", "approve", "override")
@@ -321,7 +322,8 @@ class Console:
         if rb is None:
             return self.error(request, sess, 404, "No such runbook.")
         lang = "zh" if request.query_params.get("lang") == "zh" else "en"
-        return self.page(request, "runbook.html", sess, rb=rb, lang=lang)
+        promql = promrules.alert_rule(rb).canonical if rb.prometheus is not None else None
+        return self.page(request, "runbook.html", sess, rb=rb, lang=lang, promql=promql)
 
     # ---- drills -----------------------------------------------------------------------------------
     async def drills_page(self, request: Request) -> Response:
@@ -378,7 +380,8 @@ class Console:
             return self.error(request, sess, 400, str(exc))
         return RedirectResponse("/training", status_code=303)
 
-    async def training_command(self, request: Request) -> Response:
+    async def _training_post(self, request: Request) -> tuple[Session, dict[str, str], TrainingRun] | Response:
+        """A form posted to the caller's training run: (session, form, run), or the error page."""
         got = await self.post_session(request)
         if isinstance(got, Response):
             return got
@@ -386,6 +389,13 @@ class Console:
         run = self.trainings.get(sess.by or sess.who)
         if run is None:
             return self.error(request, sess, 409, "Start a training run first.")
+        return sess, form, run
+
+    async def training_command(self, request: Request) -> Response:
+        got = await self._training_post(request)
+        if isinstance(got, Response):
+            return got
+        sess, form, run = got
         line = form.get("line", "").strip()
         if line:
             try:
@@ -397,14 +407,10 @@ class Console:
         return RedirectResponse("/training", status_code=303)
 
     async def training_finish(self, request: Request) -> Response:
-        got = await self.post_session(request)
+        got = await self._training_post(request)
         if isinstance(got, Response):
             return got
-        sess, _ = got
-        run = self.trainings.get(sess.by or sess.who)
-        if run is None:
-            return self.error(request, sess, 409, "Start a training run first.")
-        await run_in_threadpool(self.trainings.finish, run)
+        await run_in_threadpool(self.trainings.finish, got[2])
         return RedirectResponse("/training", status_code=303)
 
 
