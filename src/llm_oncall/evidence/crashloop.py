@@ -11,9 +11,9 @@ _REASON = re.compile(r"^\s{0,20}Reason:\s{1,40}(?P<reason>[A-Za-z]{1,40})\s*$")
 _EXIT = re.compile(r"^\s{0,20}Exit Code:\s{1,40}(?P<code>\d{1,3})\s*$")
 _RESTARTS = re.compile(r"^\s{0,20}Restart Count:\s{1,40}(?P<n>\d{1,9})\s*$")
 _READY = re.compile(r"^\s{0,20}Ready:\s{1,40}(?P<ready>True|False)\s*$")
-# kubectl get pods: NAME READY STATUS RESTARTS AGE
+# kubectl get pods: NAME READY STATUS RESTARTS AGE (kubectl get all prints the name as pod/NAME)
 _GET_ROW = re.compile(
-    r"^(?P<pod>[a-z0-9][a-z0-9.-]{0,252})\s{1,40}(?P<ready>\d{1,3}/\d{1,3})\s{1,40}(?P<status>[A-Za-z:]{1,40})"
+    r"^(?:pod/)?(?P<pod>[a-z0-9][a-z0-9.-]{0,252})\s{1,40}(?P<ready>\d{1,3}/\d{1,3})\s{1,40}(?P<status>[A-Za-z:]{1,40})"
     r"\s{1,40}(?P<restarts>\d{1,9})(?: \((?P<ago>(?:\d{1,5}[dhms]){1,3}) ago\))?"
 )
 # The other half of the cuda-graph-crash signature: capture lines or frames in the same file (the container

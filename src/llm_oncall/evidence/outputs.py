@@ -48,6 +48,10 @@ _FUNCTION_WORDS = frozenset(_FUNCTION_WORD_LIST.split(" "))
 FUNCTION_WORD_SALAD = 0.75
 _ROLES = r"(?:assistant|user|system|observation)"
 _ROLE = re.compile(rf"<\|{_ROLES}\|>|(?<![<|])\|{_ROLES}\|(?![>|])")
+# a chat role word glued to the end of a turn ("... would you like to chat?assistant"): the template's role
+# header decoded as text, the model writing the next turn itself
+_GLUED_ROLE = re.compile(r"[.!?)](?:assistant|user)\b")
+GLUED_ROLES = 2
 _RESERVED = re.compile(
     r"reserved_special_token|<unused\d|\[unused\d|<extra_id_|<unk>|\[UNK\]|<pad>|\[PAD\]|<0x[0-9A-F]{2}>")
 _LANGUAGE_ASKED = re.compile(
@@ -147,8 +151,10 @@ def _repeated_ngrams(text: str) -> float:
     return repeats / total if total else 0.0
 
 
-def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | None = None) -> Garbage:
-    """Measures one output; ``garbage`` when any reason holds. Never raises."""
+def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | None = None,
+            vocab: frozenset[str] | None = None) -> Garbage:
+    """Measures one output; ``garbage`` when any reason holds. ``vocab``: the words of the document the output
+    is quoted in (its other words tell glued words apart). Never raises."""
     text = text[:MAX_TEXT] if isinstance(text, str) else ""
     reasons: list[str] = []
     scores: dict[str, float] = {}
@@ -176,11 +182,11 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
     elif (_word_loop(text) < 0.15 or _repeated_ngrams(text) >= REPEATED_NGRAM_SHARE
           or _stutter(text) >= STUTTER_SHARE):
         reasons.append("repetition")
-    if _function_word_share(text) >= FUNCTION_WORD_SALAD or _glued_words(text) >= GLUED_WORDS:
+    if _function_word_share(text) >= FUNCTION_WORD_SALAD or _glued_words(text, vocab) >= GLUED_WORDS:
         reasons.append("word_salad")
     specials = _SPECIAL.findall(text) + _ROLE.findall(text) + _NAMED_TOKEN.findall(text)
     reserved = [s for s in specials if _RESERVED.search(s)]
-    if reserved or len(specials) >= 3:
+    if reserved or len(specials) >= 3 or len(_GLUED_ROLE.findall(text)) >= GLUED_ROLES:
         reasons.append("special_tokens")
         scores["special_tokens"] = float(len(specials))
     controls = sum(1 for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\n\r")
@@ -217,24 +223,40 @@ def _function_word_share(text: str) -> float:
 GLUED_WORDS = 3
 
 
-def _glued_words(text: str) -> int:
-    """Words glued to a function word ("andrequest", "todescription") whose rest is a word of the same text:
-    a degenerate decoder drops the spaces between tokens it keeps repeating. At least 3 of them, and 2% of
-    the words, count."""
+_GLUE_LEADING = ("and", "the", "of", "to", "for", "with", "but")
+_GLUE_TRAILING = ("was", "the", "and")
+# with only the document's other words as witness: the function words that start few English words (not "to",
+# "for", "of": together, forward, forever, tonight, thereof)
+_GLUE_LEADING_DOC = ("and", "the", "with", "but")
+
+
+def _glued_words(text: str, vocab: frozenset[str] | None = None) -> int:
+    """Words glued to a function word ("andrequest", "todescription", "conversationswas", "butRobert") whose
+    rest is a word of the same text, or (for the function words that start few English words) of the
+    document it is quoted in: a degenerate decoder drops the spaces between tokens. At least 3 of them, and
+    2% of the words, count."""
     words = [w.lower() for w in re.findall(r"[A-Za-z]+", text[:MAX_TEXT])]
     if len(words) < 25:
         return 0
-    vocab = set(words)
+    own = set(words)
+    doc = vocab or frozenset()
     glued = 0
     for w in words:
         if len(w) < 7:
             continue
-        for fw in ("and", "the", "of", "to", "for", "with"):
-            rest = w[len(fw):]
-            if w.startswith(fw) and len(rest) >= 4 and rest in vocab:
-                glued += 1
-                break
+        lead = any(w.startswith(fw) and len(w) - len(fw) >= 4
+                   and (w[len(fw):] in own or (fw in _GLUE_LEADING_DOC and w[len(fw):] in doc))
+                   for fw in _GLUE_LEADING)
+        trail = any(w.endswith(fw) and len(w) - len(fw) >= 5 and (w[:-len(fw)] in own or w[:-len(fw)] in doc)
+                    for fw in _GLUE_TRAILING)
+        if lead or trail:
+            glued += 1
     return glued if glued / len(words) >= 0.02 else 0
+
+
+def words_of(text: str) -> frozenset[str]:
+    """The lowercase words of a document (what ``garbage(vocab=...)`` reads)."""
+    return frozenset(w.lower() for w in re.findall(r"[A-Za-z]{4,}", text[:MAX_TEXT]))
 
 
 def is_garbage(prompt: str, answer: str) -> bool:
@@ -563,8 +585,9 @@ def parse_quoted(text: str, name: str) -> Finding | None:
 
     bad: list[tuple[int, str, tuple[str, ...]]] = []
     quoted = paste.read(text).quoted
+    vocab = words_of(text) if quoted else frozenset()
     for q in quoted[:200]:
-        g = garbage(q.text)
+        g = garbage(q.text, vocab=vocab)
         if g.garbage:
             bad.append((q.line, q.text, g.reasons))
             continue

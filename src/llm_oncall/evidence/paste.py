@@ -61,6 +61,21 @@ _CUE_TRAILING = re.compile(
 # a speaker label of a chat transcript: the rest of the line is what the model said
 _SPEAKER = re.compile(r"^\s{0,4}(?:AI|Assistant|ASSISTANT|Bot|Model|LLM|Chatbot)\s{0,2}:\s*(?P<rest>.+)$")
 _DQUOTED = re.compile(r"\"([^\"\n]{8,2000})\"|“([^”\n]{8,2000})”")
+# an output introduced by where it sits ("as per example below.", "the example below ...:", "(see below)")
+_CUE_BELOW = re.compile(
+    r"\b(?:example|examples|output|outputs|result|response|answer|text|sample)\b[^\n]{0,24}\bbelow\b"
+    r"|\bbelow\W{0,3}$|\(see below\)\W{0,2}$", re.IGNORECASE)
+# an interactive prompt (ollama / llama.cpp REPL: ">>> hello"): the lines after it are the model's answer,
+# up to the next prompt; a Python prompt (code) is not one
+_REPL = re.compile(r"^\s{0,3}>>>\s{1,4}(?P<prompt>\S[^\n]{0,400})$")
+_PY_PROMPT = re.compile(r"[=()\[\]{}]|^(?:import|from|print|def|class|for|while|if|with|return|lambda)\b|^/")
+# one character repeated as a word of its own in prose ("it answers @@@@@@@@@@@@", "bombs out with GGGGGGGGGG."):
+# an output told inline. Rules, separators, carets, numbers and redaction marks (xxxx) are not one.
+_RUN_TOKEN = re.compile(r"\S{10,}")
+_NOT_RUN = frozenset("-=_*#.~^+|/\\<>`'\":;,()[]{}xX")
+MIN_RUN = 10
+# a "name: value" line of a tool's own output ("main: seed = 1680545329") ahead of the text it generated
+_TOOL_LINE = re.compile(r"^\s{0,4}[\w.-]{1,40}:\s")
 MIN_QUOTED = 8
 MAX_QUOTED = 20_000
 
@@ -76,7 +91,7 @@ class Block:
 class Quoted:
     line: int  # 1-based line of the original paste where the quoted output starts
     text: str
-    how: str  # "quotes" | "cue" | "blockquote" | "fence" | "speaker"
+    how: str  # "quotes" | "cue" | "blockquote" | "fence" | "speaker" | "repl" | "run"
     named: bool = False  # the cue line calls it gibberish / garbage / garbled
 
 
@@ -200,14 +215,29 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
         line = clean[i]
         if i in fences:
             b = fences[i]
-            body = clean[b.start + 1:b.end - 1]
+            # an unclosed fence runs to the end of the paste: its last line is text, not a fence
+            body = clean[b.start + 1:b.end - 1 if _FENCE.match(raw[b.end - 1]) else b.end]
             if cue_pending and not _mostly_log(body):
                 _add(out, b.start + 1, "\n".join(body), "fence", named)
+            elif cue_pending:
+                _log_tail(out, body, b.start + 1, named)
             cue_pending = False
             i = b.end
             continue
         if i in fenced:
             i += 1
+            continue
+        repl = _REPL.match(raw[i])
+        if repl and not _PY_PROMPT.search(repl.group("prompt")):
+            j = i + 1
+            while (j < n and j not in fences and j not in fenced and not _REPL.match(raw[j])
+                   and not clean[j].lstrip().startswith("#")):
+                j += 1
+            body = clean[i + 1:j]
+            if body and not _mostly_log(body):
+                _add(out, i + 1, "\n".join(body), "repl")
+            i = max(j, i + 1)
+            cue_pending = False
             continue
         if _QUOTE_MARK.match(raw[i]) and not _FENCE.match(raw[i]):
             j = i
@@ -226,14 +256,20 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
             cue_pending = False
             i += 1
             continue
+        spans = []
         for m in _DQUOTED.finditer(line):
             _add(out, i, m.group(1) or m.group(2) or "", "quotes")
+            spans.append(m.span())
+        for m in _RUN_TOKEN.finditer(line):
+            run = _run(m.group(0))
+            if run and not any(a <= m.start() < b for a, b in spans):  # a quoted run is a quote already
+                _add(out, i, run, "run")
         speaker = _SPEAKER.match(line)
         if speaker:
             _add(out, i, speaker.group("rest"), "speaker")
             i += 1
             continue
-        cue = _CUE.search(line) or _CUE_TRAILING.search(line)
+        cue = _CUE.search(line) or _CUE_TRAILING.search(line) or _CUE_BELOW.search(line)
         if cue:
             rest = cue.groupdict().get("rest") or ""
             named = bool(_NAMED_GARBAGE.search(line))
@@ -250,7 +286,8 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
                     i = j
                     continue
                 k = j
-                while k < n and clean[k].strip() and k not in fenced and not clean[k].lstrip().startswith("#"):
+                while (k < n and clean[k].strip() and k not in fenced and not clean[k].lstrip().startswith("#")
+                       and not _REPL.match(raw[k])):
                     k += 1
                 body = clean[j:k]
                 if body and not _mostly_log(body):
@@ -260,3 +297,32 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
                 continue
         i += 1
     return out
+
+
+def _run(token: str) -> str | None:
+    """The token when it is one character repeated (surrounding quotes, brackets and a trailing full stop or
+    "'s" taken off), else None."""
+    t = token.strip("\"'`“”‘’()[]")
+    if len(t) > 1 and t[-1] in ".,;:" and t[-1] != t[0]:
+        t = t[:-1]
+    for tail in ("'s", "’s"):
+        if t.endswith(tail):
+            t = t[: -len(tail)]
+    if len(t) < MIN_RUN or t[0] in _NOT_RUN or t[0].isdigit() or t[0].isspace():
+        return None
+    return t if t == t[0] * len(t) else None
+
+
+def _log_tail(out: list[Quoted], body: list[str], first: int, named: bool) -> None:
+    """A cued fence that is mostly a tool's log: the text after its last log line is what the tool generated
+    (llama.cpp's examples print their log, then the prompt and the generated text)."""
+    last = max((k for k, ln in enumerate(body) if ln.strip() and is_loglike(ln)), default=-1)
+    if last < 0:
+        return
+    k = last + 1
+    while k < len(body) and (not body[k].strip() or _TOOL_LINE.match(body[k])):
+        k += 1
+    tail = body[k:]
+    if tail and not _mostly_log(tail):
+        _add(out, first + k, "\n".join(tail), "fence", named)
+
