@@ -27,3 +27,16 @@ def test_the_retry_budget_what_if_measures_both_sides() -> None:
     # an SDK that keeps its budget does not turn one OOM kill into a fleet-wide storm
     assert body["with"]["requests_failed"] < body["without"]["requests_failed"], body
     assert body["with"]["slo_minutes_burned"] <= body["without"]["slo_minutes_burned"], body
+    # The runbook quotes this run's figure (its `measured:`, what the postmortem's prevent item says): a fresh run of
+    # the same seed gives the same numbers.
+    rb = next(r for r in builtin() if r.id == "retry-storm")
+    m = next(i.measured for i in rb.long_term if i.what_if == "retry-budget")
+    assert m is not None and m.seed == 7
+    assert m.slo_minutes_burned == (body["without"]["slo_minutes_burned"], body["with"]["slo_minutes_burned"])
+    assert m.requests_failed == (body["without"]["requests_failed"], body["with"]["requests_failed"])
+    assert m.pages == (body["without"]["pages"], body["with"]["pages"])
+
+
+def test_every_what_if_carries_its_measured_figure() -> None:
+    missing = [(rb.id, i.what_if) for rb in builtin() for i in rb.long_term if i.what_if and i.measured is None]
+    assert not missing, f"long-term fixes without the figure their what-if measured: {missing}"

@@ -14,6 +14,7 @@ from llm_oncall.postmortem.lessons import Item, Lessons, items, lessons, plan_ac
 from llm_oncall.postmortem.moments import Moments, moments
 from llm_oncall.postmortem.record import Record
 from llm_oncall.runbooks.loader import Registry, load_registry
+from llm_oncall.runbooks.schema import LongTerm
 
 CHANGE_KINDS = ("deploy", "rollout", "config_change")
 CHANGE_LOOKBACK_S = 1800.0
@@ -85,8 +86,8 @@ def build(rec: Record, lang: str = "en", slo: Slo | None = None, registry: Regis
     d = rec.decided()
     reg = registry or load_registry()
     rb = reg.get(str(d.get("runbook") or rec.kind))
-    long_term: list[tuple[str, str]] = [(str(x.tag), x.text.get(lang)) for x in rb.long_term] if rb is not None else [
-        (str(x.get("tag", "")), str(x.get("text", ""))) for x in d.get("long_term") or []]
+    long_term: list[tuple[str, str]] = [(str(x.tag), _long_term_text(x, lang)) for x in rb.long_term] \
+        if rb is not None else [(str(x.get("tag", "")), str(x.get("text", ""))) for x in d.get("long_term") or []]
     title_rb = rb.title.get(lang) if rb is not None else ""
     title = title_rb or rec.title or rec.kind
     truth = rec.notes.get("ground_truth") or {}
@@ -193,6 +194,19 @@ def _response(rec: Record, m: Moments, lang: str) -> list[dict[str, str]]:
             "outcome": f"{a.get('status')} {_short(a.get('result'))}".strip(),
             "verification": f"{v.get('verdict')}: {v.get('detail', '')}" if v else tr(lang, "none")})
     return rows
+
+
+def _long_term_text(x: LongTerm, lang: str) -> str:
+    """The runbook's long-term fix, with what its what-if drill measured when the runbook carries the figure."""
+    m = x.measured
+    if m is None or x.what_if is None:
+        return x.text.get(lang)
+    return x.text.get(lang) + tr(lang, "item_prevent_what_if", fix=x.what_if, seed=m.seed, on=m.measured_on,
+                                 slo0=f"{m.slo_minutes_burned[0]:g}", slo1=f"{m.slo_minutes_burned[1]:g}",
+                                 f0=f"{m.requests_failed[0]:,}", f1=f"{m.requests_failed[1]:,}",
+                                 p0=m.pages[0], p1=m.pages[1]) + (
+        tr(lang, "item_prevent_what_if_worse") if m.slo_minutes_burned[1] > m.slo_minutes_burned[0]
+        or m.requests_failed[1] > m.requests_failed[0] else "")
 
 
 def _short(v: Any) -> str:

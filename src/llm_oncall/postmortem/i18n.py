@@ -48,6 +48,9 @@ TEXT: dict[str, dict[str, str]] = {
         "wrong_after": "The recovery signal came back at {t} UTC while users still saw the incident: {m} SLO minutes "
                        "were burned after it.",
         "wrong_follow_on": "After the fix the fleet paged {incident} at {t} UTC (a consequence of the fix?).",
+        "item_prevent_what_if": " — what-if `{fix}` (seed {seed}, {on}): SLO minutes {slo0} → {slo1}, failed requests "
+                                "{f0} → {f1}, pages {p0} → {p1}",
+        "item_prevent_what_if_worse": "; worse than without it as modelled: size the fix before adopting it",
         "item_prevent_follow_on": "The fix was followed by a {incident} page at {t} UTC: make the emergency fix "
                                   "avoid it, or expect it in the runbook",
         "item_detect_verify": "Verify {incident}'s fixes on the user-facing SLO too: the recovery signal was back "
@@ -163,6 +166,9 @@ TEXT: dict[str, dict[str, str]] = {
         "imp_quality": "其中存在质量问题的（最差版本的格式/重复/控制字符占比）：约 {n}",
         "wrong_after": "恢复信号于 {t} UTC 回归，但用户仍受影响：此后又消耗了 {m} 个 SLO 分钟。",
         "wrong_follow_on": "修复后集群于 {t} UTC 又告警 {incident}（是否由修复引起？）。",
+        "item_prevent_what_if": " —— 推演 `{fix}`（种子 {seed}，{on}）：SLO 超标分钟 {slo0} → {slo1}，"
+                                "失败请求 {f0} → {f1}，告警 {p0} → {p1}",
+        "item_prevent_what_if_worse": "；按模型推演反而更差：采用前先确定修复的规模",
         "item_prevent_follow_on": "修复后于 {t} UTC 出现 {incident} 告警：让应急修复避免它，或在 runbook 中预期它",
         "item_detect_verify": "{incident} 的修复也应按用户侧 SLO 验证：恢复信号回归时 SLO 仍被违反（{m} 分钟）",
         "imp_none": "本事件窗口没有记录遥测：影响未知。",

@@ -126,11 +126,28 @@ class Charts(_Model):
     pods: list[str] = Field(default_factory=list)
 
 
+class WhatIfFigure(_Model):
+    """What the what-if drill measured for this fix, without → with (docs/drills.md): quoted by the postmortem."""
+    seed: int
+    measured_on: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="the day it was measured (YYYY-MM-DD)")
+    slo_minutes_burned: tuple[float, float]
+    requests_failed: tuple[int, int]
+    pages: tuple[int, int]
+
+
 class LongTerm(_Model):
     tag: Literal["monitoring", "automation", "drill", "capacity", "process", "config"]
     text: Text
     what_if: str | None = Field(default=None, description="the drill that measures this fix: `llm-oncall drill "
                                                            "<incident> --what-if <name>`")
+    measured: WhatIfFigure | None = Field(default=None, description="its figure, from `drill <incident> --what-if "
+                                                                    "<name> --json --seed <seed>`")
+
+    @model_validator(mode="after")
+    def _measured_needs_what_if(self) -> LongTerm:
+        if self.measured is not None and self.what_if is None:
+            raise ValueError("measured: a figure needs the what-if that measured it (what_if)")
+        return self
 
 
 class LookAlike(_Model):
