@@ -171,6 +171,9 @@ def test_runbooks_in_english_and_chinese(start_console: Any) -> None:
     en1 = c.get("/runbooks/kv-capacity").text
     assert re.search(r"[\u4e00-\u9fff]", zh) and 'lang="zh"' in zh
     assert zh != en1 and "Signature" in en1
+    # the alert condition, stated once, and the PromQL the export makes of it (escaped: `>=` reads as `&gt;=`)
+    assert "Alert condition" in en1 and "prompt_shift == null" in en1
+    assert "(namespace:vllm_ttft_seconds:p99 / namespace:vllm_ttft_seconds:p99_baseline) &gt;= 3" in en1
     assert c.get("/runbooks/nope").status_code == 404
 
 

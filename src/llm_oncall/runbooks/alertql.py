@@ -85,7 +85,7 @@ class _Vec:
         return not self.by
 
 
-_ATOM = re.compile(r"^[A-Za-z0-9_:.]+$")
+_ATOM = re.compile(r"^([A-Za-z0-9_:.]+|\$\{[A-Za-z0-9_]+\})$")
 
 
 def _p(expr: str) -> str:
