@@ -7,7 +7,8 @@ sentences describe a change or a behaviour rather than an event on someone's mac
 
 - a **change document**: its prose carries the marks of a pull request, a commit or a feature request (a
   ``## Changes`` / ``### Proposed Solution`` heading, "This PR", "Fixes #123", a conventional
-  commit subject ``fix(xid): ...``, "This is a fix ...", "We add ...") and none of a bug report ("### Describe
+  commit subject ``fix(xid): ...``, "This is a fix ...", "We add ...", a review that validated the patch:
+  "Without the patch ...", "+1 to merge") and none of a bug report ("### Describe
   the bug", "I get ...", "we are seeing ...", "Steps to reproduce");
 - a **described behaviour**: a sentence that states what happens *when* an error occurs ("when an X error is
   detected, ..." / "if a fault is raised ..."), a rule rather than an event.
@@ -33,6 +34,8 @@ _CHANGE = re.compile(
     r"|^\s{0,3}(?:fix|feat|chore|docs|refactor|perf|test)(?:\([^)\n]{1,40}\))?!?:\s"
     r"|^\s{0,3}Signed-off-by:"
     r"|\b[Tt]his is an? (?:permanent |proper |quick |temporary |small |simple )?(?:fix|workaround|feature|refactor)\b"
+    r"|\b(?:[Vv]alidated|[Tt]ested|[Vv]erified|[Cc]onfirmed) (?:this|the) (?:fix|patch|change|PR)\b"
+    r"|\b[Ww]ith(?:out)? (?:this|the) (?:patch|fix|change|PR)\b|\+1 to merge\b|^\s{0,3}LGTM\b"
     r"|^\s{0,3}(?:We|This PR|This change) (?:add|adds|introduce|introduces|implement|implements|remove|removes|"
     r"replace|replaces)\b",
     re.MULTILINE,
