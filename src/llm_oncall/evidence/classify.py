@@ -23,6 +23,7 @@ from llm_oncall.evidence import (
     crashloop,
     dcgm_fields,
     dcgm_health,
+    described,
     matcher,
     nccl,
     nvidia_smi,
@@ -135,6 +136,32 @@ def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding |
                    severity="warning", category="unknown")
 
 
+# the catalogue's readings of an error's name; a sentence of a fix or a feature names them without an event
+_MENTION_PARSERS = frozenset({"signatures", "xid"})
+_NOT_DEMOTED = frozenset({"benign", "unknown", "bad-output"})
+
+
+def _mentions_demoted(text: str, name: str, found: list[Finding]) -> list[Finding]:
+    """The catalogue's findings whose every line is prose that names the error in a change document (a PR, a
+    commit, a feature request) or in a sentence describing a behaviour ("when an X error is detected, ...")
+    become one benign finding: the error is named, not reported (described.py)."""
+    named = [f for f in found if not f.benign and f.parser in _MENTION_PARSERS and f.category not in _NOT_DEMOTED
+             and described.mentioned_only(text, f.lines)]
+    if not named:
+        return found
+    rows = sorted({n - 1 for f in named for n in f.lines})
+    facts = compact({
+        "named": sorted({f.kind for f in named}),
+        "change_document": described.is_change_document(text) or None,
+        "reading": "the error is named in prose that describes a fix, a feature or a behaviour, not reported "
+                   "as an event",
+    })
+    mention = Finding(name, "error_named_in_prose", True, None, 0.5, facts, line_numbers(rows[:MAX_ERROR_LINES]),
+                      "described", severity="info", category="benign")
+    gone = {id(f) for f in named}
+    return [f for f in found if id(f) not in gone] + [mention]
+
+
 def classify_all(text: str, name: str) -> list[Finding]:
     """Every parser's findings for ``text``, most severe first."""
     text_in = text
@@ -167,6 +194,7 @@ def classify_all(text: str, name: str) -> list[Finding]:
             failed.append("outputs")
         if g is not None:
             found.append(g)
+    found = _mentions_demoted(text_in, name, found)
     if not any(not f.benign for f in found):
         u = _unknown_errors(text, name, found)
         if u is not None:

@@ -184,6 +184,8 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
         reasons.append("repetition")
     if _function_word_share(text) >= FUNCTION_WORD_SALAD or _glued_words(text, vocab) >= GLUED_WORDS:
         reasons.append("word_salad")
+    if _identifier_soup(text):
+        reasons.append("identifier_soup")
     specials = _SPECIAL.findall(text) + _ROLE.findall(text) + _NAMED_TOKEN.findall(text)
     reserved = [s for s in specials if _RESERVED.search(s)]
     if reserved or len(specials) >= 3 or len(_GLUED_ROLE.findall(text)) >= GLUED_ROLES:
@@ -210,6 +212,20 @@ def garbage(text: str, prompt: str | None = None, token_ids: Sequence[int] | Non
                 reasons.append("script_mismatch")
                 scores["prompt_script_share"] = round(share, 3)
     return Garbage(bool(reasons), tuple(dict.fromkeys(reasons)), scores)
+
+
+# words glued into one identifier past any naming habit: "def main_module_example_rebind_to_context_freeze_use_
+# main_question_order_3_buggy_in_fact_oa_watrdut_...": token soup in the shape of code
+_IDENT = re.compile(r"[A-Za-z0-9]{1,40}(?:_[A-Za-z0-9]{1,40}){19,}")
+IDENTIFIER_SOUP_SHARE = 0.5
+
+
+def _identifier_soup(text: str) -> bool:
+    """One identifier of 20+ underscore-joined parts (long test names stop short of it) that makes up most
+    of the output."""
+    visible = sum(1 for ch in text if not ch.isspace())
+    longest = max((len(m.group(0)) for m in _IDENT.finditer(text[:MAX_TEXT])), default=0)
+    return visible > 0 and longest / visible >= IDENTIFIER_SOUP_SHARE
 
 
 def _function_word_share(text: str) -> float:
