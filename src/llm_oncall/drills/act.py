@@ -12,6 +12,7 @@ notes only, for the scorer and the postmortem's drill footnote.
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -113,6 +114,32 @@ class ActResult:
         if self.postmortem is not None:
             out["postmortem"] = self.postmortem
         return out
+
+
+def prediction_summary(results: Sequence[ActResult]) -> dict[str, Any]:
+    """The twin's prediction error over drills: |predicted − observed| / observed seconds to recovery, from onset
+    and from the action. A drill where neither recovered nor was predicted to is a hit (error 0); one where only one
+    side recovered is a miss, counted as error 1 (100 %)."""
+    def errors(key: str, pred: str, obs: str) -> list[float]:
+        out = []
+        for r in results:
+            if r.twin is None:
+                continue
+            j = r.twin_json()
+            if j[key] is not None:
+                out.append(float(j[key]))
+            elif j[pred] is None and j[obs] is None:
+                out.append(0.0)
+            else:
+                out.append(1.0)
+        return out
+    onset = errors("prediction_error", "predicted_seconds_to_recovery", "observed_seconds_after_action")
+    after = errors("prediction_error_after_action", "predicted_seconds_after_action",
+                   "observed_seconds_after_action")
+    return {"drills": len(onset),
+            "median_prediction_error": round(statistics.median(onset), 3) if onset else None,
+            "median_prediction_error_after_action": round(statistics.median(after), 3) if after else None,
+            "within_30pct": sum(1 for e in onset if e <= 0.3)}
 
 
 def _summary(a: Action) -> dict[str, Any]:
