@@ -31,6 +31,7 @@ from llm_oncall.drills.runner import INTERVAL_S, DrillLoop, DrillResult, run_one
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.respond import Case, Responder
+from llm_oncall.respond.responder import Predictor
 from llm_oncall.respond.twin import Twin
 from llm_oncall.sim import FaultSpec, Fleet, FleetConfig, scenario
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
@@ -109,6 +110,8 @@ class ActResult:
                     "seconds_to_first_action": (round(self.acted_at - self.drill.onset, 1)
                                                 if self.acted_at is not None and self.drill.onset is not None
                                                 else None), "plan_id": self.plan.get("id")})
+        if self.twin is not None:
+            out.update(self.twin_json())
         if self.incident_id is not None:
             out["incident_id"] = self.incident_id
         if self.postmortem is not None:
@@ -157,12 +160,13 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
             approver: Callable[[IncidentStore, Responder], None] | None = None, wait_s: float = 0.0,
             cfg: FleetConfig | None = None, fault: FaultSpec | None = None,
             watch_s: float | None = None, params: Mapping[str, Any] | None = None,
-            simulate: bool = False) -> ActResult:
+            simulate: bool = False, twin: Predictor | None = None) -> ActResult:
     """`record`: the SQLite file of the incident record (store, ledger, telemetry), else a temporary one.
     `approver` (approve mode): called after every round, as a human at the console would be; `wait_s`: how much
     longer than usual the drill watches for the fix (a human who decides later); `watch_s`: run exactly this long
     after the planned onset, whatever happens (two runs compared side by side see the same window). `simulate`: each
-    plan is tried on the twin first (respond/twin.py); the result carries its prediction."""
+    plan is tried on the twin first (respond/twin.py); the result carries its prediction (`twin`: another predictor
+    in its place)."""
     if cfg is None:
         cfg, fault = scenario(incident, seed, params=dict(params or {}))
     fleet = Fleet(cfg, seed=seed, fault=fault)
@@ -186,7 +190,7 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
         drill = DrillLoop(fleet, incident, interval_s, lock=cluster.lock)
         responder = Responder(drill.source, interval_s, store, ledger, actuator, mode, clock=clock,
                               telemetry=telemetry, namespace=cfg.namespace, actor=ACTOR, pilot=drill.pilot,
-                              twin=Twin(interval_s) if simulate else None)
+                              twin=twin if twin is not None else Twin(interval_s) if simulate else None)
         telemetry.note("drill", {"incident": incident, "seed": seed})
         return _loop(fleet, drill, responder, seed, cfg.epoch, approver, wait_s, watch_s)
     finally:

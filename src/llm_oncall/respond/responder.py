@@ -406,8 +406,11 @@ class Responder:
         detail = {"predicted_seconds_to_recovery": predicted, "observed_seconds_to_recovery":
                   None if observed is None else round(observed, 1)}
         if from_twin is None:
+            said = f"recovery {predicted:.0f} s after the action" if predicted is not None else \
+                f"no recovery within {horizon:.0f} s"
+            seen = f"{observed:.0f} s" if observed is not None else f"none after {waited:.0f} s"
             self.store.event(c.id, "note", self.actor, {**detail, "twin": "hit",
-                                                        "detail": "the twin's prediction held"})
+                                                        "detail": f"twin: predicted {said}; observed {seen}"})
             return
         self.store.event(c.id, "note", self.actor, {**detail, "twin": "miss", "detail": f"twin miss: {from_twin}"})
         self.log.warning("twin prediction missed", incident_id=c.id, detail=from_twin)
