@@ -97,6 +97,8 @@ class Prediction(BaseModel):
     """From the action to recovery (the loop's rule); None: no recovery within the horizon."""
     predicted_slo_minutes: float
     """SLO minutes burned from the action to the end of the horizon."""
+    predicted_signal_minutes: float = 0.0
+    """Minutes with the incident's own recovery signal out (harm the SLO does not see: wrong answers)."""
     rank: int
     """1 = best of the candidates (doing nothing included) by SLO minutes, then time to recovery."""
     horizon_s: float

@@ -86,7 +86,7 @@ def plan_cmd(
                            "recovery, SLO minutes and rank on each action (docs/actions.md, Twin).")] = False,
     horizon: Annotated[float, typer.Option(
         "--horizon", help="With --simulate: simulated seconds each candidate runs after its action.",
-        parser=seconds)] = 600.0,
+        parser=seconds)] = 480.0,
     as_json: JsonOpt = False,
 ) -> None:
     """The plan for the current diagnosis, every action dry-run on the cluster (server-side); changes nothing."""

@@ -152,6 +152,7 @@ def _summary(a: Action) -> dict[str, Any]:
             "dry_run": a.dry_run.model_dump() if a.dry_run else None,
             "guard": a.guard.model_dump() if a.guard else None,
             "result": a.result, "verification": v.model_dump() if v else None,
+            **({"prediction": a.prediction.model_dump()} if a.prediction is not None else {}),
             **({"rung": a.params["rung"]} if "rung" in a.params else {})}
 
 

@@ -393,7 +393,7 @@ class Responder:
             return
         whole = p.twin.get("plan") or {}
         predicted = whole.get("predicted_seconds_to_recovery")
-        horizon = float(p.twin.get("horizon_s") or 600.0)
+        horizon = float(p.twin.get("horizon_s") or 0.0)
         observed = c.recovered_at - c.acted_at if c.recovered_at is not None else None
         waited = self.clock() - c.acted_at
         if observed is None:

@@ -1,22 +1,24 @@
 """The twin: try each planned action on a simulated copy of the fleet before applying it.
 
 From what the live fleet exposes — its Snapshots and the diagnosis features (pods serving, their tensor-parallel
-groups, arrival rate, prompt lengths, KV capacity, the prefix hit rate) and the diagnosis (its incident, scope and
-evidence) — `calibrate` builds a simulated fleet of the same shape, with the diagnosed fault reproduced by the
-simulator's own model of that fault, parameterised from the evidence (never from a simulator's ground truth: a
-drill's fleet is as opaque to the twin as a real one). `predict` then runs that twin forward once for doing
+groups, arrival rate, the prompt-length histogram, KV capacity, config changes) and the diagnosis (its incident,
+scope and evidence) — `calibrate` builds a simulated fleet of the same shape, with the diagnosed fault reproduced
+by the simulator's own model of that fault, parameterised from the evidence (never from a simulator's ground
+truth: a drill's fleet is as opaque to the twin as a real one). `predict` then runs that twin forward once for doing
 nothing, once for each candidate action alone and once for the plan as it would execute (its allowed actions
 together), each for HORIZON_S simulated seconds after the action, and judges every run with the rules the loop
 itself uses: recovery is the incident's recovery signals and the user-facing symptoms back for RECOVERED_ROUNDS
 consecutive scrapes (actions/verify.py), SLO minutes are the scrapes with the SLO violated (postmortem/impact.py).
 
-Candidates are ranked by predicted SLO minutes burned over the horizon, then by predicted seconds to recovery.
-Every run replays the same seed (common random numbers): the runs differ only by the action.
+Candidates are ranked by predicted SLO minutes burned over the horizon, then by minutes with the incident's own
+signal out (harm the SLO does not see: wrong answers), then by predicted seconds to recovery. Every run replays the
+same seed (common random numbers): the runs differ only by the action.
 
 Assumptions (docs/actions.md, "Twin"): the model load time is the simulator's default for the tensor-parallel
 degree seen (90 s per pod, +25 % per extra rank), the clients' mix and retry behaviour are the simulator's default
 population rescaled to the observed arrival rate, an autoscaler the fleet may have is not modelled (a scale-out
-lands at once), and the fault's age at plan time is estimated from the trailing run of red scrapes.
+lands at once), and where the incident stands at plan time is matched on the live fleet's trailing run of red
+scrapes: the twin acts once its own diagnosis pages the incident and it has been red as many scrapes in a row.
 """
 
 from __future__ import annotations
@@ -43,14 +45,13 @@ from llm_oncall.sim.kubeapi import fleetops, jobs
 from llm_oncall.sim.kubeapi.routing import ROUTER_KEY
 from llm_oncall.sim.pods import READY, TERMINATED, Pod
 
-HORIZON_S = 600.0
-"""Each candidate runs this long after its action (10 simulated minutes: ≈ 2–8 s of CPU each)."""
+HORIZON_S = 480.0
+"""Each candidate runs this long after its action (8 simulated minutes, all of them: a recovery that relapses, or a
+signal that comes and goes, counts; ≈ 4–8 s of CPU a run)."""
 WARMUP_S = 285.0
 """Healthy scrapes before the twin's fault: the baselines its features and recovery signals compare against."""
 RECOVERED_ROUNDS = 2
 """Consecutive scrapes with recovery (the responder's RECOVERED_ROUNDS)."""
-SETTLE_ROUNDS = 4
-"""A run stops this many scrapes after its recovery: the rest of the horizon is taken as green."""
 ALIGN_MAX_S = 600.0
 """The longest the twin waits for its fault to show before acting anyway."""
 ALIGN_PAGE_S = 300.0
@@ -90,6 +91,9 @@ class Run:
     """From the action to the first scrape of RECOVERED_ROUNDS recovered ones; None: not within the horizon."""
     slo_minutes: float = 0.0
     """SLO minutes burned from the action to the end of the horizon."""
+    signal_minutes: float = 0.0
+    """Minutes with the incident's own recovery signal away from its baseline (wrong answers, a bad revision's
+    outputs: harm the latency and error objectives do not see); the ranking's second key."""
     wall_s: float = 0.0
     error: str | None = None
     age_s: float | None = None
@@ -97,7 +101,8 @@ class Run:
 
     def prediction(self, rank: int, horizon_s: float) -> Prediction:
         return Prediction(predicted_seconds_to_recovery=self.seconds_to_recovery,
-                          predicted_slo_minutes=round(self.slo_minutes, 2), rank=rank, horizon_s=horizon_s,
+                          predicted_slo_minutes=round(self.slo_minutes, 2),
+                          predicted_signal_minutes=round(self.signal_minutes, 2), rank=rank, horizon_s=horizon_s,
                           error=self.error)
 
 
@@ -108,8 +113,10 @@ class Forecast:
     horizon_s: float = HORIZON_S
 
     def ranked(self) -> list[Run]:
-        """Fewest SLO minutes first, then the soonest recovery (no recovery last); failed runs last."""
-        return sorted(self.runs, key=lambda r: (r.error is not None, r.slo_minutes,
+        """Fewest SLO minutes first, then fewest minutes with the incident's own signal out, then the soonest
+        recovery (no recovery last); failed runs last; a tie keeps the order tried (doing nothing first)."""
+        return sorted(self.runs, key=lambda r: (r.error is not None, round(r.slo_minutes, 2),
+                                                round(r.signal_minutes, 2),
                                                 r.seconds_to_recovery if r.seconds_to_recovery is not None
                                                 else math.inf))
 
@@ -368,7 +375,8 @@ def run(spec: TwinSpec, incident: str, actions: Sequence[Action], name: str,
     out.age_s = round(act_at - spec.fault.at, 1)
     for a in actions:
         apply(fleet, a, fleet.now)
-    streak, settled = 0, 0
+    streak = 0
+    sigs = verify.signals(incident)
     end = act_at + horizon_s
     while fleet.now < end - 1e-9:
         obs = scrape()
@@ -376,14 +384,12 @@ def run(spec: TwinSpec, incident: str, actions: Sequence[Action], name: str,
         if violated({k: float(v) for k, v in obs.items() if isinstance(v, int | float) and not isinstance(v, bool)}
                     | {"symptom": 1.0 if obs.get("symptom") is True else 0.0}):
             out.slo_minutes += iv / 60.0
+        if sigs and not verify.signal_back(incident, obs, baselines):
+            out.signal_minutes += iv / 60.0
         ok = verify.recovered(incident, obs, baselines)
         streak = streak + 1 if ok else 0
         if out.seconds_to_recovery is None and streak >= RECOVERED_ROUNDS:
             out.seconds_to_recovery = round(t - (RECOVERED_ROUNDS - 1) * iv - act_at, 1)
-        if out.seconds_to_recovery is not None:
-            settled = settled + 1 if ok else 0
-            if settled >= SETTLE_ROUNDS:
-                break
     out.wall_s = round(time.perf_counter() - t0, 2)
     return out
 
@@ -432,7 +438,7 @@ def _safe(spec: TwinSpec, incident: str, actions: Sequence[Action], name: str, h
     try:
         return run(spec, incident, actions, name, horizon_s)
     except (KeyError, ValueError, IndexError, TypeError) as exc:
-        return Run(name, tuple(a.id for a in actions), None, math.inf, 0.0, f"{type(exc).__name__}: {exc}")
+        return Run(name, tuple(a.id for a in actions), error=f"{type(exc).__name__}: {exc}")
 
 
 class Twin:
