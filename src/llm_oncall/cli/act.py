@@ -87,6 +87,9 @@ def plan_cmd(
     horizon: Annotated[float, typer.Option(
         "--horizon", help="With --simulate: simulated seconds each candidate runs after its action.",
         parser=seconds)] = 480.0,
+    model_load: Annotated[float | None, typer.Option(
+        "--model-load", help="With --simulate: a pod's start to Ready in this fleet (default: 90 s, an 8B model; "
+                             "tensor-parallel groups +25 % per extra rank).", parser=seconds)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The plan for the current diagnosis, every action dry-run on the cluster (server-side); changes nothing."""
@@ -141,7 +144,8 @@ def plan_cmd(
 
         with err_console.status("trying the plan on a twin of the fleet"):
             predict(plan, diagnosis, list(pilot.features), list(pilot.snapshots), pilot.interval_s, horizon,
-                    executes=lambda a: a.guard is None or a.guard.allowed or a.guard.approvable)
+                    executes=lambda a: a.guard is None or a.guard.allowed or a.guard.approvable,
+                    model_load_s=model_load)
         ledger.save_plan(plan.id, plan.incident, plan.to_json())
     body = plan.to_json()
     if out is not None:

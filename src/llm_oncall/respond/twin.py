@@ -166,8 +166,9 @@ def red_scrapes(incident: str, features: Sequence[Features], snapshots: Sequence
 
 
 def calibrate(d: Diagnosis, features: Sequence[Features], snapshots: Sequence[Snapshot],
-              interval_s: float = 15.0, plan: Plan | None = None) -> TwinSpec:
-    """The twin's fleet and fault from what the live fleet exposes."""
+              interval_s: float = 15.0, plan: Plan | None = None, model_load_s: float | None = None) -> TwinSpec:
+    """The twin's fleet and fault from what the live fleet exposes. `model_load_s`: a pod's start to Ready (one
+    rank; telemetry does not show it until a pod has started): the simulator's 90 s for an 8B model unless given."""
     notes: list[str] = []
     f = features[-1] if features else None
     snap = snapshots[-1] if snapshots else None
@@ -195,6 +196,9 @@ def calibrate(d: Diagnosis, features: Sequence[Features], snapshots: Sequence[Sn
                        if p.labels.get("deployment")), None) or "vllm-llama-8b"
     cfg = FleetConfig(pods=pods, tp=tp, group_size=group_size, rate_per_pod=rate_per_pod, engine=engine,
                       dcgm_custom_csv=True, deployment=deployment)
+    if model_load_s is not None:
+        cfg = replace(cfg, model_load_s=model_load_s)
+    notes.append(f"model load {cfg.load_s:.0f} s per pod ({'given' if model_load_s is not None else 'default'})")
     cfg, params = _fault(d, f, snapshots, cfg, notes, plan)
     n = red_scrapes(d.incident, features, snapshots)
     notes.append(f"{n} scrape(s) red when the plan was made: the twin acts after as many of its own")
@@ -396,11 +400,11 @@ def run(spec: TwinSpec, incident: str, actions: Sequence[Action], name: str,
 
 def predict(plan: Plan, d: Diagnosis, features: Sequence[Features], snapshots: Sequence[Snapshot],
             interval_s: float = 15.0, horizon_s: float = HORIZON_S,
-            executes: Callable[[Action], bool] | None = None) -> Forecast:
+            executes: Callable[[Action], bool] | None = None, model_load_s: float | None = None) -> Forecast:
     """Doing nothing, each action alone and the plan as it would execute (`executes`: which actions it takes;
     default those the guard allows), each run forward on the twin; the prediction goes on each action and the plan.
     """
-    spec = calibrate(d, features, snapshots, interval_s, plan)
+    spec = calibrate(d, features, snapshots, interval_s, plan, model_load_s)
     fc = Forecast(spec, horizon_s=horizon_s)
     takes = executes or (lambda a: a.guard is None or a.guard.allowed)
     candidates = [a for a in plan.actions if a.dry_run is None or a.dry_run.ok]
@@ -444,10 +448,12 @@ def _safe(spec: TwinSpec, incident: str, actions: Sequence[Action], name: str, h
 class Twin:
     """The responder's predictor: each new plan tried on a twin first (respond/responder.py `twin=`)."""
 
-    def __init__(self, interval_s: float = 15.0, horizon_s: float = HORIZON_S) -> None:
+    def __init__(self, interval_s: float = 15.0, horizon_s: float = HORIZON_S,
+                 model_load_s: float | None = None) -> None:
         self.interval_s = interval_s
         self.horizon_s = horizon_s
+        self.model_load_s = model_load_s
 
     def __call__(self, plan: Plan, d: Diagnosis, features: Sequence[Features], snapshots: Sequence[Snapshot],
                  executes: Callable[[Action], bool] | None = None) -> Forecast:
-        return predict(plan, d, features, snapshots, self.interval_s, self.horizon_s, executes)
+        return predict(plan, d, features, snapshots, self.interval_s, self.horizon_s, executes, self.model_load_s)
