@@ -179,3 +179,13 @@ def test_act_plan_simulate_json_puts_the_prediction_on_each_action(tmp_path: Pat
     table = plan_table(body)
     assert "predicted (twin)" in [c.header for c in table.columns]
     assert Action.model_validate({k: v for k, v in restart.items() if k != "idempotency_key"}).prediction is not None
+
+
+def test_serve_tries_plans_on_the_twin_only_when_enabled() -> None:
+    from llm_oncall.service import watch
+    from llm_oncall.service.config import ServiceConfig
+
+    assert ServiceConfig.model_validate({"source": {"sim": {}}}).twin is False  # serve's rounds stay cheap
+    assert ServiceConfig.model_validate({"source": {"sim": {}}, "twin": True}).twin is True
+    made = watch._twin(15.0)
+    assert isinstance(made, twin.Twin) and made.interval_s == 15.0

@@ -371,11 +371,10 @@ class Responder:
         """The plan tried on the twin: what it predicts goes on each action and on the plan (advice only: a twin
         that fails leaves the plan as it was)."""
         assert self.twin is not None
-        mode = self.mode
 
-        def executes(a: Action) -> bool:
+        def executes(a: Action) -> bool:  # what executes in auto mode, or once approved in the others
             g = a.guard
-            return g is None or g.allowed or (mode == "approve" and g.approvable)
+            return g is None or g.allowed or g.approvable
         try:
             self.twin(plan, d, list(self.pilot.features), list(self.pilot.snapshots), executes)
         except Exception as exc:  # a prediction is advice: the plan goes on without it
@@ -700,5 +699,6 @@ def plan_event(plan: Plan) -> dict[str, Any]:
         {"id": a.id, "kind": a.kind, "target": a.target.ref(), "status": a.status,
          "dry_run": a.dry_run.model_dump() if a.dry_run else None,
          "guard": a.guard.model_dump() if a.guard else None,
-         "approvable": bool(a.guard and a.guard.approvable)} for a in plan.actions],
+         "approvable": bool(a.guard and a.guard.approvable),
+         **({"prediction": a.prediction.model_dump()} if a.prediction is not None else {})} for a in plan.actions],
         "manual": plan.manual}
