@@ -37,6 +37,7 @@ from llm_oncall.diagnosis.autopilot import Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.diagnosis.features import Features
 from llm_oncall.postmortem.impact import violated
+from llm_oncall.respond.responder import RECOVERED_ROUNDS
 from llm_oncall.respond.simsource import SimSource
 from llm_oncall.signals.snapshot import Snapshot
 from llm_oncall.sim import FaultSpec, Fleet, FleetConfig, lifecycle
@@ -50,8 +51,6 @@ HORIZON_S = 480.0
 signal that comes and goes, counts; ≈ 4–8 s of CPU a run)."""
 WARMUP_S = 285.0
 """Healthy scrapes before the twin's fault: the baselines its features and recovery signals compare against."""
-RECOVERED_ROUNDS = 2
-"""Consecutive scrapes with recovery (the responder's RECOVERED_ROUNDS)."""
 ALIGN_MAX_S = 600.0
 """The longest the twin waits for its fault to show before acting anyway."""
 ALIGN_PAGE_S = 300.0
