@@ -97,6 +97,22 @@ class Verification(BaseModel):
     detail: str = ""
 
 
+class Prediction(BaseModel):
+    """What the twin (respond/twin.py) predicts for an action, run forward on a simulated copy of the fleet."""
+
+    predicted_seconds_to_recovery: float | None
+    """From the action to recovery (the loop's rule); None: no recovery within the horizon."""
+    predicted_slo_minutes: float
+    """SLO minutes burned from the action to the end of the horizon."""
+    predicted_signal_minutes: float = 0.0
+    """Minutes with the incident's own recovery signal out (harm the SLO does not see: wrong answers)."""
+    rank: int
+    """1 = best of the candidates (doing nothing included) by SLO minutes, then time to recovery."""
+    horizon_s: float
+    error: str | None = None
+    """The twin could not run this candidate (it then ranks last)."""
+
+
 class Action(BaseModel):
     id: str
     kind: ActionKind
@@ -112,6 +128,8 @@ class Action(BaseModel):
     status: Status = "planned"
     result: Any = None
     verification: Verification | None = None
+    prediction: Prediction | None = None
+    """The twin's prediction (`act plan --simulate`, a service with `twin: true`, drills)."""
 
     @property
     def idempotency_key(self) -> str:
@@ -121,6 +139,8 @@ class Action(BaseModel):
         out = self.model_dump(mode="json", exclude={"params"})
         out["params"] = {k: v for k, v in self.params.items() if not k.startswith("_")}
         out["idempotency_key"] = self.idempotency_key
+        if out.get("prediction") is None:
+            out.pop("prediction", None)
         return out
 
 
@@ -138,12 +158,15 @@ class Plan(BaseModel):
     actions: list[Action] = Field(default_factory=list)
     manual: list[dict[str, Any]] = Field(default_factory=list)
     """Runbook steps that are not API actions (call hardware, notify client owners)."""
+    twin: dict[str, Any] | None = None
+    """The twin's forecast (respond/twin.py): doing nothing, the plan as it executes, the calibration."""
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "incident": self.incident, "incident_key": self.incident_key,
                 "diagnosis": self.diagnosis, "diagnosed_at": self.diagnosed_at, "created_at": self.created_at,
                 "namespace": self.namespace, "gateway": self.gateway,
-                "actions": [a.to_json() for a in self.actions], "manual": self.manual}
+                "actions": [a.to_json() for a in self.actions], "manual": self.manual,
+                **({"twin": self.twin} if self.twin is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan:

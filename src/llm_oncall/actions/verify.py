@@ -152,3 +152,29 @@ def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | N
                             detail=f"{s.name} moved more than half way back to its baseline{users}")
     return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
                         detail=f"{s.name} {b:.3g} → {a:.3g} (baseline {base if base is None else round(base, 3)})")
+
+
+MISS_FACTOR = 2.0
+"""The twin's prediction (respond/twin.py) misses when observed and predicted seconds from the action to recovery
+differ by more than this factor ..."""
+MISS_SLACK_S = 30.0
+"""... and by more than this (two scrapes at 15 s: the grid on which both are measured)."""
+
+
+def prediction_miss(predicted_s: float | None, observed_s: float | None, horizon_s: float,
+                    waited_s: float) -> str | None:
+    """Why a predicted time to recovery missed (None: it held). `observed_s` None: no recovery after `waited_s`."""
+    if predicted_s is None:
+        if observed_s is not None and observed_s < horizon_s:
+            return (f"the twin predicted no recovery within {horizon_s:.0f} s; recovered {observed_s:.0f} s after "
+                    "the action")
+        return None
+    if observed_s is None:
+        if waited_s > MISS_FACTOR * predicted_s and waited_s - predicted_s > MISS_SLACK_S:
+            return f"predicted recovery {predicted_s:.0f} s after the action; none after {waited_s:.0f} s"
+        return None
+    lo, hi = sorted((predicted_s, observed_s))
+    if hi - lo > MISS_SLACK_S and hi > MISS_FACTOR * max(lo, 1.0):
+        return (f"predicted recovery {predicted_s:.0f} s after the action, observed {observed_s:.0f} s (more than "
+                f"×{MISS_FACTOR:g} and {MISS_SLACK_S:.0f} s apart)")
+    return None

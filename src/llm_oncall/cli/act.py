@@ -19,6 +19,7 @@ from llm_oncall.cli.common import (
     TargetOpt,
     TargetsFileOpt,
     console,
+    err_console,
     fail,
     print_json,
     seconds,
@@ -79,6 +80,16 @@ def plan_cmd(
     mode: Annotated[str, typer.Option(help="propose | approve | auto (what the guard column says).")] = "propose",
     out: Annotated[Path | None, typer.Option(help="Also write the plan JSON here (for act apply --plan).")] = None,
     runbooks: RunbooksOpt = [],  # noqa: B006
+    simulate: Annotated[bool, typer.Option(
+        "--simulate", help="Try each action, and doing nothing, on a twin of the fleet first (a simulated fleet "
+                           "calibrated from this telemetry, the diagnosed fault reproduced): predicted seconds to "
+                           "recovery, SLO minutes and rank on each action (docs/actions.md, Twin).")] = False,
+    horizon: Annotated[float, typer.Option(
+        "--horizon", help="With --simulate: simulated seconds each candidate runs after its action.",
+        parser=seconds)] = 480.0,
+    model_load: Annotated[float | None, typer.Option(
+        "--model-load", help="With --simulate: a pod's start to Ready in this fleet (default: 90 s, an 8B model; "
+                             "tensor-parallel groups +25 % per extra rank).", parser=seconds)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The plan for the current diagnosis, every action dry-run on the cluster (server-side); changes nothing."""
@@ -128,6 +139,14 @@ def plan_cmd(
         plan = actuator.plan(diagnosis, list(pilot.snapshots), namespace)
     except KubeError as exc:
         raise fail(f"the cluster's API: {exc}", code=3) from exc
+    if simulate:
+        from llm_oncall.respond.twin import predict
+
+        with err_console.status("trying the plan on a twin of the fleet"):
+            predict(plan, diagnosis, list(pilot.features), list(pilot.snapshots), pilot.interval_s, horizon,
+                    executes=lambda a: a.guard is None or a.guard.allowed or a.guard.approvable,
+                    model_load_s=model_load)
+        ledger.save_plan(plan.id, plan.incident, plan.to_json())
     body = plan.to_json()
     if out is not None:
         out.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
@@ -137,12 +156,33 @@ def plan_cmd(
     console.print(plan_table(body))
 
 
+def _predicted(p: dict[str, Any] | None) -> str:
+    """A twin's prediction in a cell: `#rank recovers in N s · M SLO min`."""
+    if not p:
+        return "-"
+    if p.get("error"):
+        return f"#{p['rank']} not modelled: {p['error']}"
+    s = p.get("predicted_seconds_to_recovery")
+    when = f"recovers in {s:.0f} s" if s is not None else f"no recovery in {p['horizon_s']:.0f} s"
+    return f"#{p['rank']} {when} · {p['predicted_slo_minutes']:g} SLO min"
+
+
 def plan_table(body: dict[str, Any]) -> FitTable:
-    """`act plan`: each action with its dry-run result and the guard's verdict; manual steps last."""
-    t = FitTable(Column("action", no_wrap=True), Column("kind", no_wrap=True),
-                 Column("target", min_width=20, priority=1), Column("dry-run", no_wrap=True),
-                 Column("guard", min_width=24, priority=2), Column("why", min_width=30, priority=3),
-                 title=f"{body['incident']} plan {body['id']} ({len(body['actions'])} action(s))")
+    """`act plan`: each action with its dry-run result and the guard's verdict (and, with --simulate, the twin's
+    prediction: rank, seconds to recovery, SLO minutes); manual steps last."""
+    twin = body.get("twin")
+    cols = [Column("action", no_wrap=True), Column("kind", no_wrap=True),
+            Column("target", min_width=20, priority=1), Column("dry-run", no_wrap=True),
+            Column("guard", min_width=24, priority=2)]
+    if twin is not None:
+        cols.append(Column("predicted (twin)", min_width=24))
+    cols.append(Column("why", min_width=30, priority=3))
+    title = f"{body['incident']} plan {body['id']} ({len(body['actions'])} action(s))"
+    if twin is not None:
+        whole = twin.get("plan")
+        title += (f"; twin, {twin['horizon_s']:.0f} s ahead: doing nothing {_predicted(twin.get('nothing'))}"
+                  + (f"; the plan {_predicted(whole)}" if whole else ""))
+    t = FitTable(*cols, title=title)
     for a in body["actions"]:
         tgt = a["target"]
         ref = f"{tgt['kind']}/{tgt['namespace']}/{tgt['name']}" if tgt.get("namespace") else \
@@ -150,11 +190,15 @@ def plan_table(body: dict[str, Any]) -> FitTable:
         dry = a.get("dry_run") or {}
         guard = a.get("guard") or {}
         verdict = ("allowed" if guard.get("allowed") else "blocked") if guard else "-"
-        t.add_row(a["id"], a["kind"], ref, Text("ok", style="green") if dry.get("ok") else
-                  Text("FAILED" if dry else "-", style="bold red"),
-                  f"{verdict}: {guard['why']}" if guard.get("why") else verdict, a.get("why") or "")
+        cells: list[Any] = [a["id"], a["kind"], ref, Text("ok", style="green") if dry.get("ok") else
+                            Text("FAILED" if dry else "-", style="bold red"),
+                            f"{verdict}: {guard['why']}" if guard.get("why") else verdict]
+        if twin is not None:
+            cells.append(_predicted(a.get("prediction")))
+        t.add_row(*cells, a.get("why") or "")
     for m in body.get("manual") or []:
-        t.add_row("manual", str(m.get("action", "")), "", "", "", str(m.get("text", "")))
+        t.add_row("manual", str(m.get("action", "")), "", "", "", *([""] if twin is not None else []),
+                  str(m.get("text", "")))
     return t
 
 

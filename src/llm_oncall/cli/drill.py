@@ -32,6 +32,10 @@ def drill(
         "--variant", help="gpu-ecc only: which fault, one per rung of the GPU repair ladder: dbe (Xid 48+63, GPU "
                           "reset; the default), contained (Xid 94, app restart), off_bus (Xid 79, reboot), repeat "
                           "(a repeat offender: cordon and hardware ticket).")] = None,
+    simulate: Annotated[bool, typer.Option(
+        "--simulate/--no-simulate", help="With --act (not --suite): try each plan on a twin of the fleet first "
+                                         "(docs/actions.md, Twin); results carry predicted_seconds_to_recovery "
+                                         "beside the observed.")] = True,
     first_suite_shapes: Annotated[bool, typer.Option(
         "--first-suite-shapes", help="With --suite: only the first suite's scenario shapes (to compare).")] = False,
     as_json: JsonOpt = False,
@@ -72,7 +76,7 @@ def drill(
     if postmortem is not None and postmortem.exists() and not postmortem.is_dir():
         raise fail(f"--postmortem {postmortem}: exists and is not a directory")
     if act:
-        _drill_act(jobs, workers, seed, as_json, postmortem, manual, params)
+        _drill_act(jobs, workers, seed, as_json, postmortem, manual, params, simulate)
         return
     if params:
         raise fail("--variant needs --act (the variant decides the repair)")
@@ -144,18 +148,21 @@ def _suite_act(n: int, seed: int, workers: int | None, manual: bool, as_json: bo
 
 def _drill_act(jobs: list[tuple[str, int]], workers: int | None, seed: int, as_json: bool,
                postmortem: Path | None = None, manual: bool = True,
-               params: tuple[tuple[str, str], ...] = ()) -> None:
+               params: tuple[tuple[str, str], ...] = (), simulate: bool = False) -> None:
     from llm_oncall.drills import act
 
-    todo = [act.Job(i, s, postmortem / i if postmortem is not None else None, manual=manual, params=params)
-            for i, s in jobs]
+    todo = [act.Job(i, s, postmortem / i if postmortem is not None else None, manual=manual, params=params,
+                    simulate=simulate) for i, s in jobs]
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
         task = progress.add_task("drilling (--act)", total=len(jobs))
         results = act.run_many(todo, workers, progress=lambda r: progress.advance(task))
     if as_json:
-        print_json({"results": [r.to_json() for r in results], "correct": sum(r.correct for r in results),
-                    "total": len(results), "recovered": sum(r.recovered for r in results), "seed": seed})
+        body = {"results": [r.to_json() for r in results], "correct": sum(r.correct for r in results),
+                "total": len(results), "recovered": sum(r.recovered for r in results), "seed": seed}
+        if simulate:
+            body["twin"] = act.prediction_summary(results)
+        print_json(body)
     else:
         from llm_oncall.drills.scoreboard import act_scoreboard
 

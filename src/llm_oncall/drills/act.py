@@ -12,6 +12,7 @@ notes only, for the scorer and the postmortem's drill footnote.
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -30,6 +31,8 @@ from llm_oncall.drills.runner import INTERVAL_S, DrillLoop, DrillResult, run_one
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.respond import Case, Responder
+from llm_oncall.respond.responder import Predictor
+from llm_oncall.respond.twin import Twin
 from llm_oncall.sim import FaultSpec, Fleet, FleetConfig, scenario
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
@@ -62,6 +65,34 @@ class ActResult:
     """The same incident worked by a simulated on-call human (drills/manual.py), seconds from onset."""
     manual_decision_s: float | None = None
     """That human's page → approval (acknowledge, triage, decide)."""
+    twin: dict[str, Any] | None = None
+    """The twin's forecast for the executed plan (`simulate`): respond/twin.py."""
+
+    @property
+    def predicted_seconds_to_recovery(self) -> float | None:
+        """The twin's predicted time to recovery from onset: its estimate of the fault's age at plan time plus its
+        predicted seconds from the plan's action to recovery (None: no recovery predicted, or no twin)."""
+        whole = (self.twin or {}).get("plan") or {}
+        v = whole.get("predicted_seconds_from_onset")
+        return float(v) if isinstance(v, int | float) else None
+
+    def twin_json(self) -> dict[str, Any]:
+        """Prediction against observation, from onset and from the action."""
+        whole = (self.twin or {}).get("plan") or {}
+        after = whole.get("predicted_seconds_to_recovery")
+        observed_after = (round(self.drill.onset + self.seconds_to_recovery - self.acted_at, 1)
+                          if self.seconds_to_recovery is not None and self.acted_at is not None
+                          and self.drill.onset is not None else None)
+        pred = self.predicted_seconds_to_recovery
+
+        def err(p: float | None, o: float | None) -> float | None:
+            return round(abs(p - o) / o, 3) if p is not None and o is not None and o > 0 else None
+        return {"predicted_seconds_to_recovery": pred,
+                "predicted_seconds_after_action": after,
+                "observed_seconds_after_action": observed_after,
+                "prediction_error": err(pred, self.seconds_to_recovery),
+                "prediction_error_after_action": err(after, observed_after),
+                "twin": self.twin}
 
     @property
     def correct(self) -> bool:
@@ -79,11 +110,39 @@ class ActResult:
                     "seconds_to_first_action": (round(self.acted_at - self.drill.onset, 1)
                                                 if self.acted_at is not None and self.drill.onset is not None
                                                 else None), "plan_id": self.plan.get("id")})
+        if self.twin is not None:
+            out.update(self.twin_json())
         if self.incident_id is not None:
             out["incident_id"] = self.incident_id
         if self.postmortem is not None:
             out["postmortem"] = self.postmortem
         return out
+
+
+def prediction_summary(results: Sequence[ActResult]) -> dict[str, Any]:
+    """The twin's prediction error over drills: |predicted − observed| / observed seconds to recovery, from onset
+    and from the action. A drill where neither recovered nor was predicted to is a hit (error 0); one where only one
+    side recovered is a miss, counted as error 1 (100 %)."""
+    def errors(key: str, pred: str, obs: str) -> list[float]:
+        out = []
+        for r in results:
+            if r.twin is None:
+                continue
+            j = r.twin_json()
+            if j[key] is not None:
+                out.append(float(j[key]))
+            elif j[pred] is None and j[obs] is None:
+                out.append(0.0)
+            else:
+                out.append(1.0)
+        return out
+    onset = errors("prediction_error", "predicted_seconds_to_recovery", "observed_seconds_after_action")
+    after = errors("prediction_error_after_action", "predicted_seconds_after_action",
+                   "observed_seconds_after_action")
+    return {"drills": len(onset),
+            "median_prediction_error": round(statistics.median(onset), 3) if onset else None,
+            "median_prediction_error_after_action": round(statistics.median(after), 3) if after else None,
+            "within_30pct": sum(1 for e in onset if e <= 0.3)}
 
 
 def _summary(a: Action) -> dict[str, Any]:
@@ -93,6 +152,7 @@ def _summary(a: Action) -> dict[str, Any]:
             "dry_run": a.dry_run.model_dump() if a.dry_run else None,
             "guard": a.guard.model_dump() if a.guard else None,
             "result": a.result, "verification": v.model_dump() if v else None,
+            **({"prediction": a.prediction.model_dump()} if a.prediction is not None else {}),
             **({"rung": a.params["rung"]} if "rung" in a.params else {})}
 
 
@@ -100,11 +160,14 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
             workdir: Path | None = None, record: Path | None = None, mode: Mode = "auto",
             approver: Callable[[IncidentStore, Responder], None] | None = None, wait_s: float = 0.0,
             cfg: FleetConfig | None = None, fault: FaultSpec | None = None,
-            watch_s: float | None = None, params: Mapping[str, Any] | None = None) -> ActResult:
+            watch_s: float | None = None, params: Mapping[str, Any] | None = None,
+            simulate: bool = False, twin: Predictor | None = None) -> ActResult:
     """`record`: the SQLite file of the incident record (store, ledger, telemetry), else a temporary one.
     `approver` (approve mode): called after every round, as a human at the console would be; `wait_s`: how much
     longer than usual the drill watches for the fix (a human who decides later); `watch_s`: run exactly this long
-    after the planned onset, whatever happens (two runs compared side by side see the same window)."""
+    after the planned onset, whatever happens (two runs compared side by side see the same window). `simulate`: each
+    plan is tried on the twin first (respond/twin.py); the result carries its prediction (`twin`: another predictor
+    in its place)."""
     if cfg is None:
         cfg, fault = scenario(incident, seed, params=dict(params or {}))
     fleet = Fleet(cfg, seed=seed, fault=fault)
@@ -127,7 +190,8 @@ def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s:
         actuator = Actuator(Kube(kc), ledger, policy, mode=mode, actor=ACTOR, clock=clock, sleep=lambda s: None)
         drill = DrillLoop(fleet, incident, interval_s, lock=cluster.lock)
         responder = Responder(drill.source, interval_s, store, ledger, actuator, mode, clock=clock,
-                              telemetry=telemetry, namespace=cfg.namespace, actor=ACTOR, pilot=drill.pilot)
+                              telemetry=telemetry, namespace=cfg.namespace, actor=ACTOR, pilot=drill.pilot,
+                              twin=twin if twin is not None else Twin(interval_s) if simulate else None)
         telemetry.note("drill", {"incident": incident, "seed": seed})
         return _loop(fleet, drill, responder, seed, cfg.epoch, approver, wait_s, watch_s)
     finally:
@@ -194,7 +258,8 @@ def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch
                      incident_id=acting.id if acting is not None else None,
                      seconds_to_resolution=(round(resolved_at - onset, 1)
                                             if resolved_at is not None and onset is not None else None),
-                     seconds_to_slo=round(slo_back - onset, 1) if slo_back is not None and onset is not None else None)
+                     seconds_to_slo=round(slo_back - onset, 1) if slo_back is not None and onset is not None else None,
+                     twin=plan.twin if plan is not None else None)
 
 
 def _served(responder: Responder) -> Case | None:
@@ -231,11 +296,13 @@ class Job:
     """Also run the manual baseline (drills/manual.py) on the same seeded incident."""
     params: tuple[tuple[str, str], ...] = ()
     """Fault parameters (e.g. the gpu-ecc `variant`)."""
+    simulate: bool = False
+    """Try the plan on the twin first: the result carries its prediction."""
 
 
 def run_job(job: Job) -> ActResult:
     r = run_act(job.incident, job.seed, record=job.out / "record.db" if job.out is not None else None,
-                params=dict(job.params))
+                params=dict(job.params), simulate=job.simulate)
     if job.out is not None and r.incident_id is not None:
         from llm_oncall.postmortem.write import write_postmortem
 

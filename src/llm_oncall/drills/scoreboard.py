@@ -43,11 +43,13 @@ def act_scoreboard(results: Sequence[Any]) -> FitTable:
     simulated on-call human on the same seed) and their ratio, its actions (kind, target, status, verdict) and
     postmortem."""
     ok = sum(bool(r.drill.correct and r.recovered) for r in results)
+    twin = any(getattr(r, "twin", None) is not None for r in results)
     t = FitTable(
         Column("injected", no_wrap=True),
         Column("diagnosed as", no_wrap=True),
         Column("", justify="center", no_wrap=True),
         Column("recovered", justify="right", no_wrap=True),
+        *([Column("twin predicted", justify="right", no_wrap=True, priority=2)] if twin else []),
         Column("SLO back", justify="right", no_wrap=True, priority=2),
         Column("manual", justify="right", no_wrap=True, priority=3),
         Column("manual/auto", justify="right", no_wrap=True, priority=3),
@@ -63,7 +65,11 @@ def act_scoreboard(results: Sequence[Any]) -> FitTable:
         ran = getattr(r, "manual_decision_s", None) is not None
         ratio = f"{manual / r.seconds_to_recovery:.1f}×" if manual and r.seconds_to_recovery else ""
         slo = getattr(r, "seconds_to_slo", None)
-        t.add_row(r.drill.incident, r.drill.diagnosed, _mark(bool(r.drill.correct)), rec,
+        pred = []
+        if twin:
+            p = r.predicted_seconds_to_recovery if getattr(r, "twin", None) is not None else None
+            pred = [f"{p:.0f}s" if p is not None else "no" if getattr(r, "twin", None) is not None else ""]
+        t.add_row(r.drill.incident, r.drill.diagnosed, _mark(bool(r.drill.correct)), rec, *pred,
                   f"{slo:.0f}s" if slo is not None else "no" if r.recovered else "",
                   f"{manual:.0f}s" if manual is not None else "no" if ran else "", ratio,
                   "\n".join(acts) or "none", str(pm))

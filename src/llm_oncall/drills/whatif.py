@@ -19,6 +19,7 @@ from typing import Any
 
 from llm_oncall.drills.act import ActResult, run_act
 from llm_oncall.drills.runner import INTERVAL_S
+from llm_oncall.postmortem.impact import violated
 from llm_oncall.postmortem.telemetry import read
 from llm_oncall.sim import FaultSpec, FleetConfig, scenario
 from llm_oncall.sim.autoscaler import HpaConfig
@@ -104,8 +105,8 @@ def impact(r: ActResult, db: Path, onset: float, epoch: float, end: float) -> di
     for s in samples:
         if s.scope == "fleet":
             by_t.setdefault(s.t, {})[s.signal] = s.value
-    red = [t for t, v in sorted(by_t.items()) if v.get("symptom") == 1.0]
-    over = sum(v.get("arrival_rate", 0.0) * INTERVAL_S for t, v in by_t.items() if v.get("symptom") == 1.0)
+    red = [t for t, v in sorted(by_t.items()) if violated(v)]
+    over = sum(v.get("arrival_rate", 0.0) * INTERVAL_S for t, v in by_t.items() if violated(v))
     failed = sum(v.get("arrival_rate", 0.0) * v.get("error_share", 0.0) * INTERVAL_S for v in by_t.values())
     if r.seconds_to_recovery is not None:
         mttr: float | None = r.seconds_to_recovery

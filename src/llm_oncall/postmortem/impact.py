@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from llm_oncall.diagnosis.symptoms import Slo
@@ -65,7 +66,9 @@ class Impact:
                         "configured": self.slo_configured}}
 
 
-def _violated(v: dict[str, float], slo: Slo) -> bool:
+def violated(v: Mapping[str, float], slo: Slo | None = None) -> bool:
+    """The SLO violated at one scrape: a user-facing symptom red, or a configured objective exceeded."""
+    slo = slo or Slo()
     if v.get("symptom", 0.0) >= 1.0:
         return True
     ttft, err = v.get("ttft_p99"), v.get("error_share")
@@ -109,7 +112,7 @@ def estimate(rec: Record, m: Moments, slo: Slo | None = None) -> Impact:
             peak_ttft = max(peak_ttft or 0.0, v["ttft_p99"])
         if "error_share" in v:
             peak_err = max(peak_err or 0.0, v["error_share"])
-        if _violated(v, slo):
+        if violated(v, slo):
             bad += 1
             minutes += dt / 60.0
             affected += rate * dt

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,11 +31,13 @@ from llm_oncall.actions.model import Action, Plan
 from llm_oncall.actions.run import Actuator
 from llm_oncall.diagnosis.autopilot import HISTORY, Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
+from llm_oncall.diagnosis.features import Features
 from llm_oncall.evidence import nodeproblems, repair
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.postmortem.telemetry import TelemetryLog
 from llm_oncall.respond.history import History
 from llm_oncall.respond.nodeproblems import NodeProblemReader
+from llm_oncall.signals.snapshot import Snapshot
 from llm_oncall.signals.source import Source
 
 PENDING = ("planned", "dry_run")
@@ -65,6 +67,13 @@ class Counters(Protocol):
     """The service's own metrics (service/observability.py); drills count nothing."""
 
     def count(self, what: str, label: str = "", n: float = 1.0) -> None: ...
+
+
+class Predictor(Protocol):
+    """Tries a new plan on a twin of the fleet (respond/twin.py `Twin`) and puts the prediction on it."""
+
+    def __call__(self, plan: Plan, d: Diagnosis, features: Sequence[Features], snapshots: Sequence[Snapshot],
+                 executes: Callable[[Action], bool] | None = None) -> Any: ...
 
 
 Notify = Callable[[str, str, str, dict[str, Any]], None]
@@ -107,6 +116,8 @@ class Case:
     """The first round of the first streak of RECOVERED_ROUNDS with the recovery signal back."""
     green: int = 0
     effects_seen: set[str] = field(default_factory=set)
+    twin_checked: bool = False
+    """The twin's prediction has been compared with what happened (once per case)."""
 
     @property
     def acted(self) -> bool:
@@ -119,7 +130,7 @@ class Responder:
                  log: Log | None = None, telemetry: TelemetryLog | None = None, notify: Notify | None = None,
                  counters: Counters | None = None, namespace: str | None = None, resolve_after: int = 3,
                  replay: bool = False, actor: str = "llm-oncall", pilot: Autopilot | None = None,
-                 history: History | None = None) -> None:
+                 history: History | None = None, twin: Predictor | None = None) -> None:
         self.source = source
         self.interval_s = interval_s
         self.store = store
@@ -141,6 +152,9 @@ class Responder:
         self.pilot = pilot or Autopilot(interval_s)
         self.history = history
         """Where each round's raw telemetry goes, for a warm restart (respond/history.py)."""
+        self.twin = twin
+        """Each new plan tried on a twin first (respond/twin.py): its prediction on every action. Off unless given
+        (`serve` with `twin: true`, drills): a prediction costs seconds of CPU."""
         self.last: Diagnosis | None = None
         self.last_at: float | None = None
         self.observed: deque[dict[str, Any]] = deque(maxlen=400)
@@ -338,6 +352,8 @@ class Responder:
         except KubeError as exc:
             self.log.error("planning failed: the cluster's API", error=str(exc))
             return
+        if self.twin is not None:
+            self._predict(plan, d)
         c.plan = plan
         c.baselines = self._baselines(d.incident, d.t)
         c.streak = 0
@@ -350,6 +366,54 @@ class Responder:
         self.notify(c.id, "plan", f"plan {plan.id}: {', '.join(a.kind for a in plan.actions) or 'manual steps only'}"
                     f" ({self.mode} mode){wait}", {"plan_id": plan.id, "actions": [a.id for a in plan.actions],
                                                    "plan": plan_event(plan)})
+
+    def _predict(self, plan: Plan, d: Diagnosis) -> None:
+        """The plan tried on the twin: what it predicts goes on each action and on the plan (advice only: a twin
+        that fails leaves the plan as it was)."""
+        assert self.twin is not None
+
+        def executes(a: Action) -> bool:  # what executes in auto mode, or once approved in the others
+            g = a.guard
+            return g is None or g.allowed or g.approvable
+        try:
+            self.twin(plan, d, list(self.pilot.features), list(self.pilot.snapshots), executes)
+        except Exception as exc:  # a prediction is advice: the plan goes on without it
+            self.log.warning("twin prediction failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        self.ledger.save_plan(plan.id, plan.incident, plan.to_json())
+        self.counters.count("twin_predictions")
+
+    def _check_prediction(self, c: Case) -> None:
+        """Predicted against observed seconds from the first action to recovery: a large miss goes on the
+        timeline (respond/twin.py `miss`), once per incident — at recovery, or when the prediction's time (×2 and
+        a few scrapes) has passed without one."""
+        p = c.plan
+        if c.twin_checked or p is None or p.twin is None or c.acted_at is None:
+            return
+        whole = p.twin.get("plan") or {}
+        predicted = whole.get("predicted_seconds_to_recovery")
+        horizon = float(p.twin.get("horizon_s") or 0.0)
+        observed = c.recovered_at - c.acted_at if c.recovered_at is not None else None
+        waited = self.clock() - c.acted_at
+        if observed is None:
+            late = predicted is not None and waited > max(verify.MISS_FACTOR * predicted,
+                                                          predicted + verify.MISS_SLACK_S)
+            if not late and waited < horizon:
+                return
+        from_twin = verify.prediction_miss(predicted, observed, horizon, waited)
+        c.twin_checked = True
+        detail = {"predicted_seconds_to_recovery": predicted, "observed_seconds_to_recovery":
+                  None if observed is None else round(observed, 1)}
+        if from_twin is None:
+            said = f"recovery {predicted:.0f} s after the action" if predicted is not None else \
+                f"no recovery within {horizon:.0f} s"
+            seen = f"{observed:.0f} s" if observed is not None else f"none after {waited:.0f} s"
+            self.store.event(c.id, "note", self.actor, {**detail, "twin": "hit",
+                                                        "detail": f"twin: predicted {said}; observed {seen}"})
+            return
+        self.store.event(c.id, "note", self.actor, {**detail, "twin": "miss", "detail": f"twin miss: {from_twin}"})
+        self.log.warning("twin prediction missed", incident_id=c.id, detail=from_twin)
+        self.counters.count("twin_misses")
 
     def _baselines(self, incident: str, t: float) -> dict[str, float | None]:
         """The recovery signals' baselines from before the page (minus two minutes: onset precedes the page)."""
@@ -481,6 +545,7 @@ class Responder:
             self.store.set_status(c.id, "open", self.actor, f"symptoms back: {incident}")
             self.notify(c.id, "status", f"open again: {incident} symptoms back", {"status": "open"})
             self.store.event(c.id, "verification", self.actor, {"verdict": "relapsed", "signals": detail})
+        self._check_prediction(c)
         act = self.actuator
         window = act.policy.verify_window_s if act is not None else 0.0
         if c.verified or c.acted_at is None or self.clock() < c.acted_at + window or act is None:
@@ -634,5 +699,6 @@ def plan_event(plan: Plan) -> dict[str, Any]:
         {"id": a.id, "kind": a.kind, "target": a.target.ref(), "status": a.status,
          "dry_run": a.dry_run.model_dump() if a.dry_run else None,
          "guard": a.guard.model_dump() if a.guard else None,
-         "approvable": bool(a.guard and a.guard.approvable)} for a in plan.actions],
+         "approvable": bool(a.guard and a.guard.approvable),
+         **({"prediction": a.prediction.model_dump()} if a.prediction is not None else {})} for a in plan.actions],
         "manual": plan.manual}

@@ -61,7 +61,7 @@ class Service:
             self.log.warning("no kubeconfig: incidents and diagnoses only, no plans")
         self.watcher = Watcher(self.feed, self.store, self.ledger, actuator, cfg.mode, cfg.interval, self.metrics,
                                self.log, cfg.resolve_after,
-                               Slo(cfg.slo.ttft_p99, cfg.slo.itl_p99, cfg.slo.error_share))
+                               Slo(cfg.slo.ttft_p99, cfg.slo.itl_p99, cfg.slo.error_share), twin=cfg.twin)
         self.watcher.policy_file = cfg.policy
         self.telemetry = TelemetryLog(cfg.db)
         self.watcher.responder.telemetry = self.telemetry

@@ -327,6 +327,8 @@ class ServiceConfig(_Strict):
                                 "this; a slower client is cut off (seconds or a duration)")
     console: ConsoleConfig = Field(default_factory=lambda: ConsoleConfig())
     storm: StormConfig = Field(default_factory=lambda: StormConfig())
+    twin: bool = Field(False, description="try each new plan on a twin of the fleet first (respond/twin.py): the "
+                       "prediction goes on each planned action; seconds of CPU per plan, so off by default")
 
     @field_validator("interval", "kube_timeout", "read_timeout", mode="before")
     @classmethod

@@ -25,6 +25,7 @@ from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.incidents import IncidentStore, StoreError
 from llm_oncall.respond import Responder
 from llm_oncall.respond.history import History
+from llm_oncall.respond.responder import Predictor
 from llm_oncall.service.observability import Log, Metrics
 from llm_oncall.service.sources import Feed
 
@@ -40,10 +41,17 @@ class _Counters:
             self.metrics.actions.labels(label).inc(n)
 
 
+def _twin(interval_s: float) -> Predictor:
+    """The twin (respond/twin.py) imports the simulator: only a service that enables it loads it."""
+    from llm_oncall.respond.twin import Twin
+
+    return Twin(interval_s)
+
+
 class Watcher:
     def __init__(self, feed: Feed, store: IncidentStore, ledger: Ledger, actuator: Actuator | None, mode: str,
                  interval_s: float, metrics: Metrics, log: Log, resolve_after: int = 3,
-                 slo: Slo | None = None) -> None:
+                 slo: Slo | None = None, twin: bool = False) -> None:
         self.feed = feed
         self.store = store
         self.ledger = ledger
@@ -56,7 +64,8 @@ class Watcher:
         self.responder = Responder(feed.source, feed.interval_s, store, ledger, actuator, mode, clock=feed.clock,
                                    log=log, counters=_Counters(metrics), namespace=feed.namespace,
                                    resolve_after=resolve_after, replay=feed.replay, actor="llm-oncall-serve",
-                                   history=history, pilot=Autopilot(feed.interval_s, slo=slo))
+                                   history=history, pilot=Autopilot(feed.interval_s, slo=slo),
+                                   twin=_twin(feed.interval_s) if twin else None)
         self.lock = threading.RLock()
         self.wake = threading.Event()
         self.stopping = threading.Event()
