@@ -20,11 +20,15 @@ from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.autoscaler import HpaConfig
 
 NS, DEP = "llm", "vllm-llama-8b"
+ONSET_S = 600.0
 
 
 def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: Path) -> None:
     # no HPA: the scale-out is the /scale write the fault below hits
-    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=120.0, hpa=HpaConfig())
+    # The onset leaves serve time to start and learn the healthy baseline first: on a loaded machine starting the
+    # process takes seconds, i.e. minutes of the fleet's time at 30×, and a serve that first sees the fleet in the
+    # middle of the surge (no baseline) rightly answers `unknown`.
+    cfg_, fault = scenario("kv-capacity", 3, pods=3, at=ONSET_S, hpa=HpaConfig())
     fleet = Fleet(cfg_, seed=3, fault=fault)
     sim, sd, kc = start_sim(fleet, 30.0, tmp_path)
     assert sim.kube is not None
@@ -44,6 +48,7 @@ def test_kill_9_mid_action_then_restart_reconciles_without_duplicate(tmp_path: P
         wait_for(sd.is_file, 10, "the file_sd list")
         procs.append(spawn_serve(cfg, log))
         wait_for(lambda: http_ok(f"{url}/healthz"), 30, "serve to answer /healthz")
+        assert fleet.now < ONSET_S - 120, f"serve started only {ONSET_S - fleet.now:.0f} s before the onset"
 
         def plan() -> dict[str, Any] | None:
             incs = httpx.get(f"{url}/api/v1/incidents", headers=auth(API)).json()
