@@ -241,3 +241,24 @@ def service_starter(tmp: Path, cfg: dict[str, Any],
     yield start
     for s in started:
         s.stop()
+
+
+def capture_bundle(fleet: Fleet, out: Path, until: float, interval_s: float = 15.0) -> None:
+    """What `llm-oncall capture` writes for this fleet until `until` (simulated): its vLLM and DCGM pages, its pods'
+    logs and its events, one scrape per interval."""
+    from llm_oncall.respond.simsource import SimSource
+    from llm_oncall.signals.bundle import BundleWriter
+    from llm_oncall.signals.source import Target
+
+    source = SimSource(fleet, interval_s, keep_text=True)
+    writer = BundleWriter(out, interval_s)
+    while fleet.now < until:
+        batch = source.collect()
+        for obs in batch.observations:
+            if obs.target.kind in ("vllm", "dcgm"):
+                writer.write(obs)
+        for name, lines in batch.logs.items():
+            pod = name.split("/")[0]
+            if pod in fleet.targets():
+                writer.write_logs(Target(pod), lines)
+        writer.add_events(batch.events)

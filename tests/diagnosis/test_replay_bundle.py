@@ -6,13 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.testkit import PageServer, free_port
+from tests.testkit import PageServer, capture_bundle, free_port
 from typer.testing import CliRunner
 
 from llm_oncall.cli import app
-from llm_oncall.respond.simsource import SimSource
-from llm_oncall.signals.bundle import BundleWriter
-from llm_oncall.signals.source import Target
 from llm_oncall.sim import Fleet, scenario
 
 pytestmark = pytest.mark.xdist_group("sim-replay")
@@ -20,19 +17,7 @@ pytestmark = pytest.mark.xdist_group("sim-replay")
 
 def _capture(incident: str, seed: int, out: Path, until: float) -> None:
     cfg, fault = scenario(incident, seed)
-    fleet = Fleet(cfg, seed=seed, fault=fault)
-    source = SimSource(fleet, 15.0, keep_text=True)
-    writer = BundleWriter(out, 15.0)
-    while fleet.now < until:
-        batch = source.collect()
-        for obs in batch.observations:
-            if obs.target.kind in ("vllm", "dcgm"):
-                writer.write(obs)
-        for name, lines in batch.logs.items():
-            pod = name.split("/")[0]
-            if pod in fleet.targets():
-                writer.write_logs(Target(pod), lines)
-        writer.add_events(batch.events)
+    capture_bundle(Fleet(cfg, seed=seed, fault=fault), out, until)
 
 
 @pytest.mark.parametrize(("incident", "until"), [("engine-hang", 420.0), ("healthy", 360.0)])

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.testkit import capture_bundle
 from typer.testing import CliRunner
 
 from llm_oncall.actions import verify
@@ -21,11 +22,8 @@ from llm_oncall.diagnosis.features import Features
 from llm_oncall.drills import act
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.respond import twin
-from llm_oncall.respond.simsource import SimSource
-from llm_oncall.signals.bundle import BundleWriter
 from llm_oncall.signals.gpu import GpuSnapshot
 from llm_oncall.signals.snapshot import FleetSnapshot, PodSnapshot, Snapshot
-from llm_oncall.signals.source import Target
 from llm_oncall.sim import Fleet, scenario
 from llm_oncall.sim.kubeapi import KubeApiServer, KubeCluster
 
@@ -135,17 +133,7 @@ def test_a_large_miss_goes_on_the_timeline(tmp_path: Path) -> None:
 
 
 def _capture(fleet: Fleet, out: Path, until: float) -> None:
-    source = SimSource(fleet, 15.0, keep_text=True)
-    writer = BundleWriter(out, 15.0)
-    while fleet.now < until:
-        batch = source.collect()
-        for obs in batch.observations:
-            if obs.target.kind in ("vllm", "dcgm"):
-                writer.write(obs)
-        for name, lines in batch.logs.items():
-            if name.split("/")[0] in fleet.targets():
-                writer.write_logs(Target(name.split("/")[0]), lines)
-        writer.add_events(batch.events)
+    capture_bundle(fleet, out, until)
 
 
 @pytest.mark.slow
