@@ -48,7 +48,10 @@ def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(t
     kube = sim.kube
     # one replica more per action: the first scale-out is not enough, the page goes on after the hand-over and the
     # new leader plans the same action again (the duplicate a replica with its own disk would send)
-    (tmp_path / "policy.yaml").write_text("cooldown_s: {default: 600}\ncaps: {scale_out_max_step: 1}\n")
+    # (a step of 1 and no relative allowance: the default factor would let the first step double the 3 replicas and
+    # end the surge before the hand-over, and the new leader would rightly see a healthy fleet)
+    (tmp_path / "policy.yaml").write_text("cooldown_s: {default: 600}\n"
+                                          "caps: {scale_out_max_step: 1, scale_out_max_factor: 1.0}\n")
     replicas: dict[str, dict[str, Any]] = {}
     for who in ("a", "b"):
         port = free_port()
@@ -115,6 +118,7 @@ def test_leader_killed_mid_action_the_follower_takes_over_and_never_repeats_it(t
         assert httpx.get(f"{replicas['b']['url']}/api/v1/incidents", headers=auth(API)).json() == []
         scale = next(a for a in inc["plan"]["actions"] if a["kind"] == "scale_out")
         want = int(scale["params"]["replicas"])
+        assert want == 4, scale  # one replica more: not enough for the surge, which goes on after the hand-over
         # the scale write lands, then the API never answers: the leader is inside the call when it dies
         r = httpx.post(f"{kube.url}/_sim/faults", json={"method": "PATCH", "path": "/scale$", "code": 0,
                                                          "delay_s": 30, "when": "after", "count": 1})
