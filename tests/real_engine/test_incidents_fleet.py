@@ -394,13 +394,13 @@ def test_retry_storm_after_a_server_dies(server_pair: list[VllmServer]) -> None:
     assert {x.incident for x in ticks[:base_ticks]} <= {None, "healthy"}, fleet_trace(ticks, RETRY_FEATURES)
     assert i_diag is not None and i_symptom is not None, fleet_trace(ticks, RETRY_FEATURES)
     assert i_diag - i_symptom <= 2, fleet_trace(ticks, RETRY_FEATURES)
-    # The errors can be red for two scrapes before the runbook has held for its persistence (2): that scrape pages
-    # `unknown` naming retry-storm as the closest or forming runbook (seen once on the busy host), and the next
-    # one names it. Nothing else may page.
+    # The errors can be red before the runbook has held for its persistence (2): those scrapes (at most the two the
+    # bound above allows between symptom and diagnosis; seen with one and with two on the busy host) page `unknown`
+    # naming retry-storm as the closest or forming runbook, and the next one names it. Nothing else may page.
     early = [x for x in ticks if x.incident == "unknown"]
     for x in early:
         assert x.diagnosis is not None and "retry-storm" in x.diagnosis.summary, x.diagnosis.summary
-    assert len(early) <= 1 and (not early or early[0].t < ticks[i_diag].t), fleet_trace(ticks, RETRY_FEATURES)
+    assert len(early) <= 2 and all(x.t < ticks[i_diag].t for x in early), fleet_trace(ticks, RETRY_FEATURES)
     assert {x.incident for x in ticks} <= {None, "healthy", "retry-storm", "unknown"}, fleet_trace(ticks,
                                                                                                    RETRY_FEATURES)
     assert d is not None and last["pods_down"] == 1
