@@ -132,6 +132,12 @@ class Action(BaseModel):
     """The twin's prediction (`act plan --simulate`, a service with `twin: true`, drills)."""
 
     @property
+    def would_execute(self) -> bool:
+        """What executes in auto mode, or once approved in the others: the guard allows it or a human may."""
+        g = self.guard
+        return g is None or g.allowed or g.approvable
+
+    @property
     def idempotency_key(self) -> str:
         return f"{self.params.get('_incident_key', '')}:{self.kind}:{self.target.ref()}"
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from llm_oncall.actions.model import target_ref
 from llm_oncall.cli import common
 from llm_oncall.cli.common import (
     DcgmOpt,
@@ -144,7 +145,7 @@ def plan_cmd(
 
         with err_console.status("trying the plan on a twin of the fleet"):
             predict(plan, diagnosis, list(pilot.features), list(pilot.snapshots), pilot.interval_s, horizon,
-                    executes=lambda a: a.guard is None or a.guard.allowed or a.guard.approvable,
+                    executes=lambda a: a.would_execute,
                     model_load_s=model_load)
         ledger.save_plan(plan.id, plan.incident, plan.to_json())
     body = plan.to_json()
@@ -184,9 +185,7 @@ def plan_table(body: dict[str, Any]) -> FitTable:
                   + (f"; the plan {_predicted(whole)}" if whole else ""))
     t = FitTable(*cols, title=title)
     for a in body["actions"]:
-        tgt = a["target"]
-        ref = f"{tgt['kind']}/{tgt['namespace']}/{tgt['name']}" if tgt.get("namespace") else \
-            f"{tgt['kind']}/{tgt['name']}"
+        ref = target_ref(a["target"])
         dry = a.get("dry_run") or {}
         guard = a.get("guard") or {}
         verdict = ("allowed" if guard.get("allowed") else "blocked") if guard else "-"

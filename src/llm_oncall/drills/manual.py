@@ -13,14 +13,10 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from llm_oncall.incidents import IncidentStore
 from llm_oncall.respond import Responder
 from llm_oncall.runbooks.loader import load_registry
-
-if TYPE_CHECKING:
-    pass
 
 ACTOR = "on-call (simulated)"
 

@@ -66,20 +66,23 @@ def _is_prose(line: str) -> bool:
     return len(_WORD.findall(line)) >= MIN_PROSE_WORDS
 
 
+def _unfenced(text: str) -> list[tuple[int, str]]:
+    """(0-based number, line) of the pasted document's lines outside any fence."""
+    p = paste.read(text)
+    fenced = {i for b in p.blocks if b.kind == "fence" for i in range(b.start, b.end)}
+    return [(i, line) for i, line in enumerate(p.lines) if i not in fenced]
+
+
 @lru_cache(maxsize=64)
 def prose_rows(text: str) -> frozenset[int]:
     """1-based numbers of the lines that are prose sentences outside any fence."""
-    p = paste.read(text)
-    fenced = {i for b in p.blocks if b.kind == "fence" for i in range(b.start, b.end)}
-    return frozenset(i + 1 for i, line in enumerate(p.lines) if i not in fenced and _is_prose(line))
+    return frozenset(i + 1 for i, line in _unfenced(text) if _is_prose(line))
 
 
 @lru_cache(maxsize=64)
 def is_change_document(text: str) -> bool:
     """The document describes a change (a PR, a commit, a feature request), not a failure someone hit."""
-    p = paste.read(text)
-    fenced = {i for b in p.blocks if b.kind == "fence" for i in range(b.start, b.end)}
-    prose = "\n".join(line for i, line in enumerate(p.lines) if i not in fenced)
+    prose = "\n".join(line for _, line in _unfenced(text))
     return bool(_CHANGE.search(prose)) and not _REPORT.search(prose)
 
 

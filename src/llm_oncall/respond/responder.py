@@ -371,12 +371,8 @@ class Responder:
         """The plan tried on the twin: what it predicts goes on each action and on the plan (advice only: a twin
         that fails leaves the plan as it was)."""
         assert self.twin is not None
-
-        def executes(a: Action) -> bool:  # what executes in auto mode, or once approved in the others
-            g = a.guard
-            return g is None or g.allowed or g.approvable
         try:
-            self.twin(plan, d, list(self.pilot.features), list(self.pilot.snapshots), executes)
+            self.twin(plan, d, list(self.pilot.features), list(self.pilot.snapshots), lambda a: a.would_execute)
         except Exception as exc:  # a prediction is advice: the plan goes on without it
             self.log.warning("twin prediction failed", error=f"{type(exc).__name__}: {exc}")
             return
@@ -395,12 +391,9 @@ class Responder:
         horizon = float(p.twin.get("horizon_s") or 0.0)
         observed = c.recovered_at - c.acted_at if c.recovered_at is not None else None
         waited = self.clock() - c.acted_at
-        if observed is None:
-            late = predicted is not None and waited > max(verify.MISS_FACTOR * predicted,
-                                                          predicted + verify.MISS_SLACK_S)
-            if not late and waited < horizon:
-                return
         from_twin = verify.prediction_miss(predicted, observed, horizon, waited)
+        if observed is None and from_twin is None and waited < horizon:
+            return  # no recovery yet, and not yet late for the prediction: undecided
         c.twin_checked = True
         detail = {"predicted_seconds_to_recovery": predicted, "observed_seconds_to_recovery":
                   None if observed is None else round(observed, 1)}
