@@ -162,6 +162,21 @@ def _mentions_demoted(text: str, name: str, found: list[Finding]) -> list[Findin
     return [f for f in found if id(f) not in gone] + [mention]
 
 
+def _quoted_in_change(text: str, u: Finding) -> Finding:
+    """Error lines in a change document (a fix PR pasting the traceback it fixes, a commit quoting the error it
+    handles) that no signature reads are the bug the change is about, not a failure on someone's node: the
+    unknown reading becomes benign. A catalogued failure in the same paste keeps its finding (described.py)."""
+    if not described.is_change_document(text):
+        return u
+    facts = compact({
+        **{k: v for k, v in u.facts.items() if k in ("error_lines", "first_errors")},
+        "change_document": True,
+        "reading": "error lines quoted in a change document (the bug a fix is about), not reported as an event",
+    })
+    return u.replace(kind="error_quoted_in_change", benign=True, confidence=0.3, facts=facts, parser="described",
+                     severity="info", category="benign")
+
+
 def classify_all(text: str, name: str) -> list[Finding]:
     """Every parser's findings for ``text``, most severe first."""
     text_in = text
@@ -198,7 +213,7 @@ def classify_all(text: str, name: str) -> list[Finding]:
     if not any(not f.benign for f in found):
         u = _unknown_errors(text, name, found)
         if u is not None:
-            found.append(u)
+            found.append(_quoted_in_change(text_in, u))
     found.sort(key=strength, reverse=True)
     if failed and found:
         found[0] = found[0].replace(facts={**found[0].facts, "parser_errors": failed})

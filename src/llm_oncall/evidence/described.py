@@ -33,6 +33,8 @@ _CHANGE = re.compile(
     r"|^\s{0,3}(?:[-*]\s{1,3})?(?:Fixes|Closes|Resolves|Fix|Fixed|Close|Resolve)\s{1,3}(?:#\d{1,7}|https?://\S{1,200}/(?:issues|pull)/\d{1,7})"
     r"|^\s{0,3}(?:fix|feat|chore|docs|refactor|perf|test)(?:\([^)\n]{1,40}\))?!?:\s"
     r"|^\s{0,3}Signed-off-by:"
+    r"|^\s{0,3}#{1,4}\s{0,3}Summary by CodeRabbit\b"
+    r"|^\s{0,3}[-*]\s{1,3}\*\*(?:Bug Fixes|New Features|Refactor|Chores|Tests|Performance Improvements)\*\*\s*$"
     r"|\b[Tt]his is an? (?:permanent |proper |quick |temporary |small |simple )?(?:fix|workaround|feature|refactor)\b"
     r"|\b(?:[Vv]alidated|[Tt]ested|[Vv]erified|[Cc]onfirmed) (?:this|the) (?:fix|patch|change|PR)\b"
     r"|\b[Ww]ith(?:out)? (?:this|the) (?:patch|fix|change|PR)\b|\+1 to merge\b|^\s{0,3}LGTM\b"

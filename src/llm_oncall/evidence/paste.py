@@ -61,6 +61,12 @@ _CUE_TRAILING = re.compile(
 # a speaker label of a chat transcript: the rest of the line is what the model said
 _SPEAKER = re.compile(r"^\s{0,4}(?:AI|Assistant|ASSISTANT|Bot|Model|LLM|Chatbot)\s{0,2}:\s*(?P<rest>.+)$")
 _DQUOTED = re.compile(r"\"([^\"\n]{8,2000})\"|“([^”\n]{8,2000})”")
+# an output written as escape sequences in prose ("the results were still '\\n\\n\\n\\n\\n'"): three or more
+# whitespace escapes and nothing else between quotes or backticks; one escape is code ("'\\n'.join(...)")
+_ESCAPED = re.compile(r"(['\"`])((?:\\[nrt]){3,})\1")
+_ESCAPE_OF = {"\\n": "\n", "\\r": "\r", "\\t": "\t"}
+# inline code around the text after a cue ("Output generated : `iguiguigui...`"): the output is inside
+_INLINE_CODE = re.compile(r"^\s*`([^`]+)`?\s*$")
 # an output introduced by where it sits ("as per example below.", "the example below ...:", "(see below)")
 _CUE_BELOW = re.compile(
     r"\b(?:example|examples|output|outputs|result|response|answer|text|sample)\b[^\n]{0,24}\bbelow\b"
@@ -91,7 +97,7 @@ class Block:
 class Quoted:
     line: int  # 1-based line of the original paste where the quoted output starts
     text: str
-    how: str  # "quotes" | "cue" | "blockquote" | "fence" | "speaker" | "repl" | "run"
+    how: str  # "quotes" | "escapes" | "cue" | "blockquote" | "fence" | "speaker" | "repl" | "run"
     named: bool = False  # the cue line calls it gibberish / garbage / garbled
 
 
@@ -260,6 +266,11 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
         for m in _DQUOTED.finditer(line):
             _add(out, i, m.group(1) or m.group(2) or "", "quotes")
             spans.append(m.span())
+        for m in _ESCAPED.finditer(line):
+            # not through _add: the decoded output is whitespace, which is the point
+            decoded = "".join(_ESCAPE_OF[m.group(2)[k:k + 2]] for k in range(0, len(m.group(2)), 2))
+            out.append(Quoted(i + 1, decoded, "escapes"))
+            spans.append(m.span())
         for m in _RUN_TOKEN.finditer(line):
             run = _run(m.group(0))
             if run and not any(a <= m.start() < b for a, b in spans):  # a quoted run is a quote already
@@ -274,7 +285,8 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
             rest = cue.groupdict().get("rest") or ""
             named = bool(_NAMED_GARBAGE.search(line))
             if rest.strip():
-                _add(out, i, rest, "cue")
+                code = _INLINE_CODE.match(rest)
+                _add(out, i, code.group(1) if code else rest, "cue")
                 cue_pending = False
             else:
                 # the paragraph under the cue (or the fence right after it)
