@@ -138,7 +138,9 @@ def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding |
 
 # the catalogue's readings of an error's name; a sentence of a fix or a feature names them without an event
 _MENTION_PARSERS = frozenset({"signatures", "xid"})
-_NOT_DEMOTED = frozenset({"benign", "unknown", "bad-output"})
+# a bad output told in prose (the catalogue's bad_output_reported) is demoted like any mention; the outputs
+# parser's readings of a shown output are not among _MENTION_PARSERS
+_NOT_DEMOTED = frozenset({"benign", "unknown"})
 
 
 def _mentions_demoted(text: str, name: str, found: list[Finding]) -> list[Finding]:
@@ -201,7 +203,7 @@ def classify_all(text: str, name: str) -> list[Finding]:
                 found.append(f if f.parser else f.replace(parser=pname))
     if quoted is not None and not any(f.category == "bad-output" for f in found):
         found.append(quoted)
-    if not found:
+    if not found and not described.has_diff(text_in):  # a diff is code under change, not a model's output
         try:
             g = outputs.parse_plain(text, name)
         except Exception:

@@ -42,20 +42,57 @@ _CHANGE = re.compile(
     r"replace|replaces)\b",
     re.MULTILINE,
 )
+# marks no bug report carries: a PR or feature template's headings ("## Purpose", "## Test Result", "### 🚀 The
+# feature, motivation and pitch", "## Acceptance criteria"), a feature ticket's "**Acceptance:**" line, a bot
+# reviewer's comment header ("**coderabbitai[bot]**:"), a diff under review (a ```diff fence). A first person in
+# a PR's test section ("We see ...") does not make it a report; a bug template's heading does.
+_STRONG_CHANGE = re.compile(
+    r"^\s{0,3}#{1,4}\s{0,3}(?:Purpose|Test|Tests|Test Result|Test Results|Test Plan|Acceptance criteria|"
+    r"What to build|(?:🚀\s{0,2})?The feature, motivation and pitch)\s*$"
+    r"|^\s{0,3}\*\*(?:Acceptance(?: criteria)?|Where):?\*\*:?\s"
+    r"|^\s{0,3}\*\*[\w.-]{1,40}\[bot\]\*\*:?\s*$"
+    r"|^\s{0,3}(?:```|~~~)\s{0,2}diff\s*$",
+    re.MULTILINE,
+)
 # the marks of a bug report: a template's report headings, a first person who ran into something
-_REPORT = re.compile(
+_REPORT_HEADING = re.compile(
     r"^\s{0,3}#{1,4}\s{0,3}(?:🐛\s{0,2})?(?:Describe the bug|Bug Report|Your current environment|Error traceback|"
-    r"Steps to reproduce|To Reproduce|Reproduction|Relevant log output)\b"
-    r"|\b(?:I|We|we)(?:'m| am| are| have| had)?\s{1,2}(?:get|got|getting|encounter|encountered|encountering|hit|"
+    r"Steps to reproduce|To Reproduce|Reproduction|Relevant log output)\b",
+    re.MULTILINE,
+)
+_REPORT = re.compile(
+    _REPORT_HEADING.pattern
+    + r"|\b(?:I|We|we)(?:'m| am| are| have| had)?\s{1,2}(?:get|got|getting|encounter|encountered|encountering|hit|"
     r"hitting|see|saw|seeing|observe|observed|observing|ran into|run into|running into|noticed|experience|"
     r"experienced|experiencing)\b",
     re.MULTILINE,
 )
-# a rule rather than an event: "when an uncorrectable ECC error is detected, ...", "if a fault is raised"
+# fences that hold source code, configuration or a diff, not a log: their info string names a language
+_CODE_FENCE = re.compile(
+    r"^\s{0,3}(?:```|~~~)\s{0,2}(?:diff|patch|python|py|yaml|yml|go|golang|c|cpp|c\+\+|cuda|cu|rust|rs|java|js|"
+    r"javascript|ts|typescript|json|toml|ini|cfg|proto|sql|ruby|rb)\s*$"
+)
+_FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
+# a how-to or an answer: it tells the reader what an error means and what to do, it does not report one
+_GUIDE = re.compile(
+    r"(?i)\b(?:if|when) you (?:get|see|hit|run into|encounter)\b[^.\n]{0,40}?\b(?:error|this|following|message)\b"
+    r"|\bit means (?:that )?(?:the|your|you)\b|\bwhat you (?:want|need|have) to do is\b"
+)
+# the thread's problem is solved: the quoted (blockquoted) error is history, the rest says it works now
+_RESOLVED = re.compile(
+    r"(?i)\bturns out (?:that'?s|it was|the)\b|\bthat(?:'s| is| was) (?:what|why) my (?:issue|problem)\b"
+    r"|\b(?:problem|issue) (?:is |was |has been )?(?:solved|resolved|fixed|gone)\b"
+    r"|\bworks? (?:fine |again |correctly |perfectly )?now\b|\bVoil[aà]\b"
+)
+# a rule rather than an event: "when an uncorrectable ECC error is detected, ...", "if a fault is raised"; also a
+# definition: 'The error message "X" occurs when ...', "this error indicates that ..."
 _CONDITIONAL = re.compile(
     r"(?i)\b(?:when|whenever|if|once|in case)\s{1,3}(?:an?|the|any|such an?)\s{1,3}[^.\n]{0,60}?"
     r"\b(?:error|errors|fault|faults|failure|failures|exception|Xid)\s{1,3}(?:is|are|gets?|was)\s{1,3}"
     r"(?:detected|encountered|raised|reported|hit|seen|observed|found|thrown|logged)\b"
+    r"|\b(?:error|error message|error code|message|status)\b[^.\n]{0,120}?\b(?:occurs|happens|is raised|is returned|"
+    r"is thrown|is reported)\s{1,3}(?:when|whenever|if)\b"
+    r"|\b(?:this|the|that) (?:error|status|code) (?:indicates|means) that\b"
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{1,30}")
 MIN_PROSE_WORDS = 5
@@ -68,11 +105,12 @@ def _is_prose(line: str) -> bool:
     return len(_WORD.findall(line)) >= MIN_PROSE_WORDS
 
 
-def _unfenced(text: str) -> list[tuple[int, str]]:
-    """(0-based number, line) of the pasted document's lines outside any fence."""
+@lru_cache(maxsize=16)
+def _unfenced(text: str) -> tuple[tuple[int, str], ...]:
+    """(0-based number, line) of the pasted document's lines outside any fence (read once per document)."""
     p = paste.read(text)
     fenced = {i for b in p.blocks if b.kind == "fence" for i in range(b.start, b.end)}
-    return [(i, line) for i, line in enumerate(p.lines) if i not in fenced]
+    return tuple((i, line) for i, line in enumerate(p.lines) if i not in fenced)
 
 
 @lru_cache(maxsize=64)
@@ -83,9 +121,68 @@ def prose_rows(text: str) -> frozenset[int]:
 
 @lru_cache(maxsize=64)
 def is_change_document(text: str) -> bool:
-    """The document describes a change (a PR, a commit, a feature request), not a failure someone hit."""
+    """The document describes a change (a PR, a commit, a feature request, a review), not a failure someone hit:
+    a template's or a reviewer's mark no report carries, or a change's mark and no sign of a report."""
     prose = "\n".join(line for _, line in _unfenced(text))
+    if _REPORT_HEADING.search(prose):
+        return False
+    if _STRONG_CHANGE.search(prose) or _STRONG_CHANGE.search(text):
+        return True
     return bool(_CHANGE.search(prose)) and not _REPORT.search(prose)
+
+
+@lru_cache(maxsize=64)
+def code_rows(text: str) -> frozenset[int]:
+    """1-based numbers of the lines inside fences that hold code, configuration or a diff (```diff, ```python,
+    ```yaml ...), fence lines included."""
+    rows: set[int] = set()
+    inside = False
+    code = False
+    for i, line in enumerate(text.split("\n")):
+        if _FENCE.match(line):
+            if inside:
+                if code:
+                    rows.add(i + 1)
+                inside = code = False
+            else:
+                inside, code = True, bool(_CODE_FENCE.match(line))
+                if code:
+                    rows.add(i + 1)
+            continue
+        if inside and code:
+            rows.add(i + 1)
+    return frozenset(rows)
+
+
+@lru_cache(maxsize=64)
+def has_diff(text: str) -> bool:
+    """The document holds a diff (a ```diff fence): code under change, never a model's output."""
+    return bool(re.search(r"^\s{0,3}(?:```|~~~)\s{0,2}(?:diff|patch)\s*$", text, re.MULTILINE))
+
+
+@lru_cache(maxsize=64)
+def is_guide(text: str) -> bool:
+    """A how-to or an answer: it tells what an error means and what to do ("if you get the following error ...
+    it means that ..."), in prose with no first person who hit it."""
+    prose = "\n".join(line for _, line in _unfenced(text))
+    low = prose.lower()
+    if " you " not in low and "it means" not in low:  # a cheap test before the regex
+        return False
+    return bool(_GUIDE.search(prose)) and not _REPORT.search(prose)
+
+
+@lru_cache(maxsize=16)
+def _blockquoted(text: str) -> frozenset[int]:
+    return frozenset(i + 1 for i, line in enumerate(text.split("\n")) if line.lstrip().startswith(">"))
+
+
+@lru_cache(maxsize=64)
+def is_resolved(text: str) -> bool:
+    """The unquoted prose says the thread's problem is solved ("Turns out that's what my issue was", "works
+    now")."""
+    quoted = _blockquoted(text)
+    prose = "\n".join(line for i, line in _unfenced(text) if (i + 1) not in quoted)
+    return bool(_RESOLVED.search(prose))
 
 
 def describes_behaviour(line: str) -> bool:
@@ -94,14 +191,24 @@ def describes_behaviour(line: str) -> bool:
 
 
 def mentioned_only(text: str, lines: tuple[int, ...]) -> bool:
-    """Every one of ``lines`` (1-based) is a prose sentence that names the error without reporting it: in a
-    change document, or a sentence that describes a behaviour."""
+    """Every one of ``lines`` (1-based) names the error without reporting it: a prose sentence in a change
+    document or one that describes a behaviour; in a change document also a line of a code, configuration or
+    diff fence (a regex, a message string, a list of error names); any line of a how-to; a blockquoted (earlier)
+    message in a thread whose problem is solved."""
     if not lines:
         return False
+    if is_guide(text):
+        return True
+    quoted = _blockquoted(text)
+    if all(n in quoted for n in lines) and is_resolved(text):
+        return True
     rows = prose_rows(text)
+    change = is_change_document(text)
+    if change and all(n in rows or n in code_rows(text) for n in lines):
+        return True
     if not all(n in rows for n in lines):
         return False
-    if is_change_document(text):
+    if change:
         return True
     clean = paste.read(text).lines
     return all(0 < n <= len(clean) and describes_behaviour(clean[n - 1]) for n in lines)

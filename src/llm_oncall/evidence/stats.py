@@ -194,16 +194,19 @@ def parse(text: str, name: str) -> Finding | None:
                 best = (score, s, hot)
     if best is None:
         # The queue is not in the lines (an excerpt cut before "#queue-req"): a cache that stays full over
-        # consecutive lines is still KV pressure, said with less confidence. Unknown is not zero.
+        # consecutive lines is still KV pressure, said with less confidence. Unknown is not zero. A stream of
+        # only two lines (a short excerpt) counts when both are full, with less confidence still.
         for s in streams.values():
             tail = s.rows[-STALL_LINES:]
-            if len(tail) == STALL_LINES and all("waiting" not in st and st.get("kv_usage", 0.0) >= KV_FULL
-                                                for _, st in tail):
+            short = len(tail) == len(s.rows) == STALL_LINES - 1
+            if (len(tail) == STALL_LINES or short) and all("waiting" not in st and st.get("kv_usage", 0.0) >= KV_FULL
+                                                           for _, st in tail):
                 facts["reading"] = (f"the KV cache stays >= {KV_FULL:.0%} full over {len(tail)} stats lines "
                                     "(the queue length is not in these lines)")
                 facts["stream"] = s.engine
                 kind = "vllm_stats_kv_pressure" if engine == "vllm" else "sglang_stats_kv_pressure"
-                return Finding(name, kind, False, "kv-capacity", 0.4, facts, line_numbers(i for i, _ in tail),
+                return Finding(name, kind, False, "kv-capacity", 0.35 if short else 0.4, facts,
+                               line_numbers(i for i, _ in tail),
                                "stats", severity="warning", category="kv-pressure")
     if best is not None:
         _, s, hot = best
