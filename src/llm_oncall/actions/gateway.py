@@ -21,6 +21,10 @@ from llm_oncall.actions.model import Action, TargetChanged, check_label_value
 
 CONTEXT_RANGE = "llm-d.ai/context-length-range"
 CLIENT_HEADER = "x-client-id"
+RETRY_HEADER = "x-stainless-retry-count"
+"""The attempt number the OpenAI and Anthropic SDKs (and clients generated the same way) send on every request:
+"0" on a first attempt, N on the N-th retry. A rule on it keeps a client's retries off its first attempts' bucket."""
+RETRY_VALUE = "[1-9][0-9]*"
 SIM_GATEWAY_CONFIGMAP = "llm-gateway-config"
 
 SUPPORT: dict[str, dict[str, str]] = {
@@ -63,11 +67,20 @@ class EnvoyRateLimit:
 
     def _body(self, a: Action) -> dict[str, Any]:
         rules = []
+        retry_limits: dict[str, int] = a.params.get("retry_limits") or {}
         for client, per_minute in sorted(a.params["limits"].items()):
             check_label_value(client, "client id")
-            rules.append({"clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Exact",
-                                                            "value": client}]}],
+            who = {"name": CLIENT_HEADER, "type": "Exact", "value": client}
+            if client not in retry_limits:
+                rules.append({"clientSelectors": [{"headers": [who]}],
+                              "limit": {"requests": int(per_minute), "unit": "Minute"}})
+                continue
+            # two disjoint rules: first attempts (no retry count, or "0") and retries, each with its own bucket
+            retry = {"name": RETRY_HEADER, "type": "RegularExpression", "value": RETRY_VALUE}
+            rules.append({"clientSelectors": [{"headers": [who, {**retry, "invert": True}]}],
                           "limit": {"requests": int(per_minute), "unit": "Minute"}})
+            rules.append({"clientSelectors": [{"headers": [who, retry]}],
+                          "limit": {"requests": int(retry_limits[client]), "unit": "Minute"}})
         return {"targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute",
                                 "name": a.params["route"]}],
                 "rateLimit": {"local": {"rules": rules}}}

@@ -161,7 +161,10 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
                             "apps/deployments", ns)
         cur = int(scope.workload["spec"]["replicas"])
         step = str(params.get("replicas", "+1"))
-        want = cur + int(step) if step.startswith(("+", "-")) else int(step)
+        if step.startswith("x"):  # a multiple of today's replicas: headroom relative to the fleet's own size
+            want = max(cur + 1, math.ceil(cur * float(step[1:]) - 1e-9))
+        else:
+            want = cur + int(step) if step.startswith(("+", "-")) else int(step)
         why = f"{wl.kind} {wl.name}: {cur} → {want} replicas (runbook {step})"
         ratio = _feature(snapshots, d, "arrival_rate_ratio")
         if d.incident == "kv-capacity" and ratio is not None and ratio > 1.0:
@@ -244,7 +247,7 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
                        precondition={"resourceVersion": m["resourceVersion"], "generation": m.get("generation")},
                        revert={"remove": flags}, why=f"add {' '.join(flags)} to the vLLM container's args")]
     if kind == "rate_limit":
-        return [_rate_limit(kube, ns, snapshots)]
+        return [_rate_limit(kube, ns, snapshots, params)]
     if kind == "route_by_length":
         return _route_by_length(kube, scope, params, snapshots)
     return None
@@ -419,7 +422,11 @@ def _config_rollback(kube: Kube, ns: str, ledger: Ledger | None) -> Action:
     return a
 
 
-def _rate_limit(kube: Kube, ns: str, snapshots: Sequence[Snapshot]) -> Action:
+def _rate_limit(kube: Kube, ns: str, snapshots: Sequence[Snapshot], params: dict[str, Any]) -> Action:
+    """Each storming client (all clients when none storms) limited to 1.2× its first-attempt baseline. With the
+    runbook's `retry_budget` (a share of that baseline), the client's retries get a bucket of their own: retries
+    can no longer crowd out first attempts, and the fleet's load is held at (1.2 + budget)× the normal demand at
+    most while it drains (docs/actions.md, rate limit)."""
     route = next((r["metadata"]["name"] for r in kube.list("HTTPRoute", ns)), None)
     if route is None:
         raise KubeError(404, "NotFound", "no HTTPRoute for the model: nothing to attach a rate limit to", "list",
@@ -437,14 +444,25 @@ def _rate_limit(kube: Kube, ns: str, snapshots: Sequence[Snapshot]) -> Action:
     now_got = rate(last, "gateway_requests_received_total") if last else {}
     now_retry = rate(last, "gateway_retries_total") if last else {}
     storming = [c for c, v in now_got.items() if v > 0 and now_retry.get(c, 0.0) / v > 0.3]
-    limits = {}
+    budget = float(params["retry_budget"]) if params.get("retry_budget") is not None else None
+    limits, retry_limits = {}, {}
     for c in storming or sorted(base):
         b = statistics.median(base.get(c) or [1.0])
         limits[c] = max(60, math.ceil(b * 60 * 1.2))
+        if budget is not None and c in storming:
+            retry_limits[c] = max(6, math.ceil(b * 60 * budget))
     name = check_name(f"{route}-oncall-ratelimit")
+    out = {"route": route, "limits": limits, "header": "x-client-id"}
+    why = "rate-limit " + ", ".join(f"{c} to {v}/min" for c, v in sorted(limits.items()))
+    if retry_limits and budget is not None:
+        out["retry_limits"] = retry_limits
+        why = ("rate-limit first attempts of " + ", ".join(f"{c} to {v}/min" for c, v in sorted(limits.items()))
+               + " (1.2× each client's first-attempt baseline), their retries to "
+               + ", ".join(f"{v}/min" for _, v in sorted(retry_limits.items()))
+               + f" (a {budget:.0%} retry budget)")
+    else:
+        why += " (1.2× each client's first-attempt baseline)"
     return Action(id="", kind="gateway_rate_limit",
                   target=ActionTarget(kind="BackendTrafficPolicy", namespace=ns, name=name,
                                 api_version="gateway.envoyproxy.io/v1alpha1"),
-                  params={"route": route, "limits": limits, "header": "x-client-id"}, revert={"delete": True},
-                  why="rate-limit " + ", ".join(f"{c} to {v}/min" for c, v in sorted(limits.items()))
-                      + " (1.2× each client's first-attempt baseline)")
+                  params=out, revert={"delete": True}, why=why)

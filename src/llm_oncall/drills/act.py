@@ -222,6 +222,10 @@ def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch
     end = planned + (watch_s if watch_s is not None else 300.0 + wait_s + AFTER_ACTION_S)
     green_since: float | None = None
     slo_back: float | None = None
+    # A human who decides later (wait_s > 0) is not credited with a lull: the drill watches until the decision
+    # is due and every planned incident has recovered, and the recovery counted is the one that lasted (the users'
+    # rule held from it to the end of the watch). A storm that pauses before it forms is still a storm.
+    users_green_since: float | None = None
     while fleet.now < end - 1e-9:
         acting = _served(responder)
         if watch_s is None and acting is None and drill.answer is None and fleet.now >= planned + 300.0:
@@ -236,19 +240,32 @@ def _loop(fleet: Fleet, drill: DrillLoop, responder: Responder, seed: int, epoch
             green_since = None if red else (green_since if green_since is not None else fleet.now)
             if green_since is not None and fleet.now - green_since >= (RECOVERED_SCRAPES - 1) * drill.interval_s:
                 slo_back = green_since
+        if wait_s > 0 and (served := _served(responder)) is not None and responder.pilot.features:
+            red = not verify.slo_back(responder.pilot.features[-1].values, served.incident)
+            users_green_since = None if red else (users_green_since if users_green_since is not None else fleet.now)
         if approver is not None:
             approver(responder.store, responder)
         if watch_s is None and acting is not None and acting.recovered_at is not None and acting.verified:
-            break
+            if wait_s <= 0:
+                break
+            pending = [c for c in (responder.cases or {}).values() if c.plan is not None and c.recovered_at is None]
+            if fleet.now >= planned + wait_s and not pending and users_green_since is not None:
+                break
     acting = _served(responder)
     onset = fleet.ground_truth.onset
     result = drill.result(seed, until=drill.answer[0] if drill.answer is not None else None)
     plan = acting.plan if acting is not None else None
     recovered_at = acting.recovered_at - epoch if acting is not None and acting.recovered_at is not None else None
+    if wait_s > 0 and recovered_at is not None:
+        # the recovery that lasted: none if the users were red at the end, else the start of their last green run
+        recovered_at = None if users_green_since is None else max(recovered_at, users_green_since)
     resolved_at = None
     if acting is not None:
         row = responder.store.get(acting.id, timeline=False) or {}
         resolved_at = row["resolved_at_s"] - epoch if row.get("resolved_at_s") is not None else None
+        if wait_s > 0 and resolved_at is not None:
+            # it resolved, then the users were red again: the resolution that counts is the one that lasted
+            resolved_at = None if users_green_since is None else max(resolved_at, users_green_since)
     return ActResult(drill=result, actions=[_summary(a) for a in (plan.actions if plan else [])],
                      recovered=recovered_at is not None,
                      seconds_to_recovery=(round(recovered_at - onset, 1)

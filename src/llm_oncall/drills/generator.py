@@ -148,7 +148,7 @@ def _load(rng: random.Random, incident: str) -> float:
     if incident == "kv-capacity":
         return rng.uniform(8.0, 9.5)
     if incident == "retry-storm":
-        return rng.uniform(8.0, 9.0)
+        return rng.uniform(9.0, 10.5)  # hot: one lost pod leaves the rest near their capacity
     return rng.uniform(4.0, 8.5)
 
 
@@ -169,7 +169,9 @@ def _fault_params(rng: random.Random, incident: str, pods: int) -> tuple[dict[st
             p["variant"] = "unique-prefix"
             p["share"] = rng.uniform(0.8, 1.0)
     elif incident == "retry-storm":
-        p["timeout_s"] = rng.uniform(3.0, 6.0)
+        # a timeout the healthy fleet meets (its slowest answers take ≈ 15 s on the default steps), which the queue
+        # after a lost pod exceeds: the storm is the retries', not a client that fails on a healthy fleet
+        p["timeout_s"] = rng.uniform(18.0, 24.0)
         p["pod_index"] = rng.randrange(pods)
         over["oom_queue_limit"] = rng.randint(250, 350)
     elif incident == "bad-model-rollout":
@@ -264,6 +266,8 @@ def _apply_shape(shape: str, rng: random.Random, incident: str, cfg: FleetConfig
         cfg = dataclasses.replace(cfg, pods=pods, rate_per_pod=rate, group_size=1, step=_slower_steps(rate))
         if "pod_index" in params:
             params["pod_index"] = rng.randrange(pods)
+        if "timeout_s" in params:  # the slower server's answers take longer: the client's timeout is set for them
+            params["timeout_s"] = params["timeout_s"] * REFERENCE_RATE / rate / SMALL_HEADROOM
         if incident == "kv-capacity":
             params["factor"] = params["factor"] * SMALL_HEADROOM
         if incident == "prefix-cache-drop" and pods == 1:

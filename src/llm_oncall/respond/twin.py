@@ -315,9 +315,12 @@ def apply(fleet: Fleet, a: Action, t: float) -> None:
             fleet.workload.unique_prefix_share = 0.0
     elif k == "gateway_rate_limit":
         limits = a.params.get("limits") or {}
+        retry_limits = a.params.get("retry_limits") or {}
         for c in fleet.gateway.clients:
             if c in limits:
                 fleet.set_rate_limit(c, float(limits[c]) / 60.0)
+            if c in retry_limits:
+                fleet.set_retry_limit(c, float(retry_limits[c]) / 60.0)
     elif k == "gateway_route_long_prompts":
         lo, hi = int(a.params.get("threshold_tokens", 16_384)), int(a.params.get("max_tokens", 131_072))
         n_long = max(1, len(a.params.get("long_pool") or ()))

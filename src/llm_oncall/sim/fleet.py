@@ -199,6 +199,9 @@ class Fleet:
     def set_rate_limit(self, client: str, rps: float | None) -> None:
         self.gateway.set_rate_limit(client, rps)
 
+    def set_retry_limit(self, client: str, rps: float | None) -> None:
+        self.gateway.set_retry_limit(client, rps)
+
     def set_max_tokens_cap(self, cap: int | None) -> None:
         self.gateway.max_tokens_cap = cap
         self.workload.max_tokens_cap = cap

@@ -33,6 +33,9 @@ class Gateway:
     def __init__(self, clients: list[str]) -> None:
         self.clients = clients
         self.limits: dict[str, TokenBucket] = {}
+        self.retry_limits: dict[str, TokenBucket] = {}
+        """Per-client buckets for the attempts that carry the retry header (a retry budget at the gateway): with one,
+        a client's retries no longer spend its first attempts' bucket."""
         self.max_tokens_cap: int | None = None
         self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
         self.retries: defaultdict[str, int] = defaultdict(int)
@@ -50,11 +53,18 @@ class Gateway:
         else:
             self.limits[client] = TokenBucket(rps, 2.0 * rps)
 
+    def set_retry_limit(self, client: str, rps: float | None) -> None:
+        if rps is None:
+            self.retry_limits.pop(client, None)
+        else:
+            self.retry_limits[client] = TokenBucket(rps, 2.0 * rps)
+
     def admit(self, client: str, t: float, retry: bool) -> bool:
         self.received[client] += 1
+        bucket = self.limits.get(client)
         if retry:
             self.retries[client] += 1
-        bucket = self.limits.get(client)
+            bucket = self.retry_limits.get(client, bucket)
         if bucket is not None and not bucket.allow(t):
             self.requests[(client, "429", "none")] += 1
             return False

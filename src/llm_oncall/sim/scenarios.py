@@ -24,8 +24,9 @@ def scenario(incident: str, seed: int = 0, **overrides: Any) -> tuple[FleetConfi
     if incident == "engine-hang":
         cfg = dataclasses.replace(cfg, tp=2, group_size=2)
     elif incident == "retry-storm":
-        # a fleet running hot (~75 % of capacity) whose API servers OOM when queues explode
-        cfg = dataclasses.replace(cfg, rate_per_pod=9.0, oom_queue_limit=300)
+        # a fleet running hot (≈ 80 % of its capacity of ≈ 12.5 req/s per pod) whose API servers OOM when queues
+        # explode: one lost pod leaves the rest at ≈ 90 %, where a client that retries at once tips it over
+        cfg = dataclasses.replace(cfg, rate_per_pod=10.0, oom_queue_limit=300)
     elif incident == "gpu-ecc" and params.get("variant") in ("off_bus", "repeat") and "gpus_per_node" not in overrides:
         # the node-level rungs drain a whole node: 2 GPUs per node, so one node is a quarter of the fleet (within
         # the default delete cap, 25 % of the serving pods)

@@ -185,8 +185,12 @@ UNIT_S = {"Second": 1.0, "Minute": 60.0, "Hour": 3600.0, "Day": 86_400.0}
 
 
 def apply_rate_limits(fleet: Fleet, policies: list[dict[str, Any]]) -> None:
-    """Envoy Gateway BackendTrafficPolicy rate-limit rules keyed on the client header → the gateway's buckets."""
+    """Envoy Gateway BackendTrafficPolicy rate-limit rules keyed on the client header → the gateway's buckets. A rule
+    that also matches the retry-count header (routing.RETRY_HEADER) limits only retries, its inverse only first
+    attempts; a rule without it limits both (one bucket: retries spend the first attempts' quota)."""
     limits: dict[str, float] = {}
+    retry_limits: dict[str, float] = {}
+    separate: set[str] = set()  # clients with a retries-only rule
     clients = list(fleet.gateway.clients)
     for btp in policies:
         rl = btp.get("spec", {}).get("rateLimit") or {}
@@ -195,13 +199,24 @@ def apply_rate_limits(fleet: Fleet, policies: list[dict[str, Any]]) -> None:
                 limit = rule.get("limit") or {}
                 rps = float(limit.get("requests", 0)) / UNIT_S.get(str(limit.get("unit")), 1.0)
                 targets = []
+                attempts = "all"
                 for sel in rule.get("clientSelectors") or []:
                     for h in sel.get("headers") or []:
-                        if h.get("name", "").lower() == routing.CLIENT_HEADER and h.get("type", "Exact") == "Exact":
+                        name = str(h.get("name", "")).lower()
+                        if name == routing.CLIENT_HEADER and h.get("type", "Exact") == "Exact":
                             targets.append(str(h.get("value")))
-                        elif h.get("name", "").lower() == routing.CLIENT_HEADER and h.get("type") == "Distinct":
+                        elif name == routing.CLIENT_HEADER and h.get("type") == "Distinct":
                             targets.extend(clients)
+                        elif name == routing.RETRY_HEADER:
+                            attempts = "first" if h.get("invert") else "retries"
                 for c in targets or clients:
-                    limits[c] = min(limits.get(c, rps), rps)
+                    if attempts != "retries":
+                        limits[c] = min(limits.get(c, rps), rps)
+                    if attempts != "first":
+                        retry_limits[c] = min(retry_limits.get(c, rps), rps)
+                    if attempts == "retries":
+                        separate.add(c)
     for c in clients:
         fleet.set_rate_limit(c, limits.get(c))
+        # no retry rule of its own: the client's retries share its bucket, as before
+        fleet.set_retry_limit(c, retry_limits.get(c) if c in separate else None)

@@ -29,6 +29,7 @@ simulator extensions, documented as such)."""
 POLICY_OF = {v: k for k, v in ROUTING_LOGIC.items()}
 
 CLIENT_HEADER = "x-client-id"
+RETRY_HEADER = "x-stainless-retry-count"  # the SDKs' attempt number: "0" first, N on the N-th retry
 
 
 def router_configmap(fleet: Fleet) -> dict[str, Any]:
