@@ -66,3 +66,24 @@ def test_a_config_canary_reverts_the_router_change() -> None:
     f.advance(140.0)
     assert f.router.policy == before
     assert sum(e["kind"] == "config_change" for e in f.events()) == 2
+
+
+def test_a_retry_budget_keeps_the_lost_pod_from_becoming_a_storm() -> None:
+    def attempts_per_demand(**params: Any) -> tuple[float, float]:
+        cfg, fault = scenario("retry-storm", 7, params=params)
+        f = Fleet(cfg, seed=7, fault=fault)
+        f.advance(fault.at)
+        received0 = sum(f.gateway.received.values())
+        demand = received0 / fault.at
+        worst, last = 0.0, received0
+        for t in range(int(fault.at) + 60, int(fault.at) + 900, 60):
+            f.advance(float(t))
+            now = sum(f.gateway.received.values())
+            worst = max(worst, (now - last) / 60.0 / demand)
+            last = now
+        return worst, demand
+
+    storm, _ = attempts_per_demand()
+    assert storm >= 10.0  # the client that retries at once: the lost pod becomes a fleet-wide storm
+    budget, _ = attempts_per_demand(client_retry="backoff")
+    assert budget <= 1.5  # backoff and a budget: the lost pod costs some timeouts, never a storm
