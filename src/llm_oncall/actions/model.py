@@ -137,6 +137,14 @@ class Action(BaseModel):
         g = self.guard
         return g is None or g.allowed or g.approvable
 
+    def brief(self) -> dict[str, Any]:
+        """What every view of a planned action shows (the timeline's plan event, a drill's result): what, on what,
+        its state, the dry run, the guard's verdict and the twin's prediction."""
+        return {"id": self.id, "kind": self.kind, "target": self.target.ref(), "status": self.status,
+                "dry_run": self.dry_run.model_dump() if self.dry_run else None,
+                "guard": self.guard.model_dump() if self.guard else None,
+                **({"prediction": self.prediction.model_dump()} if self.prediction is not None else {})}
+
     @property
     def idempotency_key(self) -> str:
         return f"{self.params.get('_incident_key', '')}:{self.kind}:{self.target.ref()}"

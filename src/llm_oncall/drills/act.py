@@ -147,13 +147,8 @@ def prediction_summary(results: Sequence[ActResult]) -> dict[str, Any]:
 
 def _summary(a: Action) -> dict[str, Any]:
     v = a.verification
-    return {"id": a.id, "kind": a.kind, "target": a.target.ref(), "status": "dry_run" if a.status == "dry_run"
-            else a.status, "runbook_action": a.runbook_action, "why": a.why,
-            "dry_run": a.dry_run.model_dump() if a.dry_run else None,
-            "guard": a.guard.model_dump() if a.guard else None,
-            "result": a.result, "verification": v.model_dump() if v else None,
-            **({"prediction": a.prediction.model_dump()} if a.prediction is not None else {}),
-            **({"rung": a.params["rung"]} if "rung" in a.params else {})}
+    return {**a.brief(), "runbook_action": a.runbook_action, "why": a.why, "result": a.result,
+            "verification": v.model_dump() if v else None, **({"rung": a.params["rung"]} if "rung" in a.params else {})}
 
 
 def run_act(incident: str, seed: int, policy: Policy = DRILL_POLICY, interval_s: float = INTERVAL_S,

@@ -688,10 +688,6 @@ class Responder:
 
 def plan_event(plan: Plan) -> dict[str, Any]:
     """The plan as the timeline shows it: each action with its dry-run and the guard's verdict."""
-    return {"plan_id": plan.id, "incident": plan.incident, "actions": [
-        {"id": a.id, "kind": a.kind, "target": a.target.ref(), "status": a.status,
-         "dry_run": a.dry_run.model_dump() if a.dry_run else None,
-         "guard": a.guard.model_dump() if a.guard else None,
-         "approvable": bool(a.guard and a.guard.approvable),
-         **({"prediction": a.prediction.model_dump()} if a.prediction is not None else {})} for a in plan.actions],
-        "manual": plan.manual}
+    return {"plan_id": plan.id, "incident": plan.incident,
+            "actions": [{**a.brief(), "approvable": bool(a.guard and a.guard.approvable)} for a in plan.actions],
+            "manual": plan.manual}

@@ -292,7 +292,7 @@ def apply(fleet: Fleet, a: Action, t: float) -> None:
         for node in set(fleet.ground_truth.nodes):
             for gpu in fleet.gpus.get(node, []):
                 if gpu.fault and gpu.fault not in ("off_bus", "hardware") and not gpu.pod:
-                    jobs._clear(gpu)
+                    jobs.reset_gpu_state(gpu)
     elif k == "reboot_node":
         for node in set(fleet.ground_truth.nodes):
             jobs.reboot(fleet, node)

@@ -39,7 +39,9 @@ def _gpu(fleet: Fleet, node: str, ident: str) -> Gpu | None:
     return None
 
 
-def _clear(g: Gpu) -> None:
+def reset_gpu_state(g: Gpu) -> None:
+    """What a successful `nvidia-smi -r` leaves: volatile ECC counters, pending remaps and the last Xid cleared
+    (the reset Job here and the twin's model of it)."""
     g.sbe_vol = g.dbe_vol = 0
     g.remap_pending = 0
     g.xid = 0
@@ -77,7 +79,7 @@ def _execute(fleet: Fleet, node: str, argv: list[str]) -> tuple[bool, str]:
         if users:
             return False, (f"GPU {g.uuid} is currently in use by another client ({', '.join(users)}); unable to "
                            "reset this GPU (exit 255)")
-        _clear(g)
+        reset_gpu_state(g)
         return True, f"GPU {g.uuid} was successfully reset."
     if argv[-2:] == ["systemctl", "reboot"] and argv[0] == "nsenter":
         reboot(fleet, node)
@@ -95,5 +97,5 @@ def reboot(fleet: Fleet, node: str) -> None:
         fleet.rebooting.discard(node)
         for g in fleet.gpus.get(node, []):
             if g.fault != "hardware":
-                _clear(g)
+                reset_gpu_state(g)
     fleet.schedule(fleet.now + REBOOT_S, up)
