@@ -30,26 +30,42 @@ def run_scenario_act(job: ActJob) -> tuple[int, ActResult]:
     return s.index, r
 
 
-def run(n: int, seed: int, workers: int | None = None, manual: bool = False,
-        progress: Callable[[ActResult], None] | None = None) -> list[ActResult]:
+def incident_scenarios(n: int, seed: int) -> list[Scenario]:
     """The incident scenarios of the first `n` generated (healthy ones have nothing to act on)."""
-    scenarios = [s for s in generate(n, seed) if s.fault is not None]
-    workers = max(1, min(workers or os.cpu_count() or 1, len(scenarios) or 1))
+    return [s for s in generate(n, seed) if s.fault is not None]
+
+
+def _cost(s: Scenario) -> float:
+    """Rough relative run time (the fleet's size), to start the big scenarios first: the last to finish is then a
+    small one and the workers end together."""
+    return float(s.cfg.pods * s.cfg.rate_per_pod)
+
+
+def run(n: int, seed: int, workers: int | None = None, manual: bool = False,
+        progress: Callable[[ActResult], None] | None = None,
+        scenarios: Sequence[Scenario] | None = None) -> list[ActResult]:
+    """The incident scenarios of the first `n` generated (or `scenarios`), on `workers` processes (default: all
+    cores); results in scenario order. Each scenario is seeded by its own (seed, index) alone, so the results do not
+    depend on the number of workers or on which finishes first."""
+    todo = list(scenarios) if scenarios is not None else incident_scenarios(n, seed)
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     out: dict[int, ActResult] = {}
     if workers == 1:
-        for s in scenarios:
+        for s in todo:
             i, r = run_scenario_act(ActJob(s, manual))
             out[i] = r
             if progress:
                 progress(r)
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for fut in as_completed([pool.submit(run_scenario_act, ActJob(s, manual)) for s in scenarios]):
+            futures = [pool.submit(run_scenario_act, ActJob(s, manual))
+                       for s in sorted(todo, key=_cost, reverse=True)]
+            for fut in as_completed(futures):
                 i, r = fut.result()
                 out[i] = r
                 if progress:
                     progress(r)
-    return [out[s.index] for s in scenarios]
+    return [out[s.index] for s in todo]
 
 
 def _stats(values: Sequence[float]) -> dict[str, float | None]:
