@@ -16,7 +16,9 @@ def drill(
     seed: Annotated[int, typer.Option(help="Seed: same seed, same fleet, same telemetry.")] = 7,
     suite: Annotated[int | None, typer.Option(help="Run N randomized scenarios and score them.")] = None,
     soak: Annotated[str | None, typer.Option(help="Healthy soak of simulated duration, e.g. 24h.")] = None,
-    workers: Annotated[int | None, typer.Option(help="Worker processes (default: all cores).")] = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "--jobs", "-j", help="Worker processes (default: all cores); results are the same for any "
+                                          "number.")] = None,
     act: Annotated[bool, typer.Option("--act", help="Also plan, guard (auto mode, drill policy), execute the "
                                                     "emergency fix on the simulator's Kubernetes API and verify "
                                                     "recovery.")] = False,
@@ -124,8 +126,10 @@ def _suite_act(n: int, seed: int, workers: int | None, manual: bool, as_json: bo
         raise fail("--suite needs a positive number of scenarios")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True, disable=as_json) as progress:
-        task = progress.add_task("drill suite (--act)", total=None)
-        results = suite_act.run(n, seed, workers, manual, progress=lambda r: progress.advance(task))
+        scenarios = suite_act.incident_scenarios(n, seed)
+        task = progress.add_task("drill suite (--act)", total=len(scenarios))
+        results = suite_act.run(n, seed, workers, manual, progress=lambda r: progress.advance(task),
+                                scenarios=scenarios)
     body = suite_act.report(results, n, seed)
     if as_json:
         print_json(body)

@@ -15,6 +15,7 @@ an empty series is unknown, never zero or healthy.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -194,7 +195,9 @@ class Expr:
         return self.evaluate(env) is True
 
 
+@functools.lru_cache(maxsize=4096)
 def compile_expr(text: str) -> Expr:
+    """The parsed condition; cached, as an Expr is immutable and runbooks ask for the same few every scrape."""
     return Expr(text, _Parser(text).parse())
 
 

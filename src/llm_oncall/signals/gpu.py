@@ -49,8 +49,16 @@ class GpuSnapshot:
 
 
 
+_BY_GPU = "by-gpu"
+
+
 def _by_gpu(page: Page) -> dict[str, Page]:
-    """The page's samples split by their `gpu` label (samples without one belong to no GPU)."""
+    """The page's samples split by their `gpu` label (samples without one belong to no GPU); read-only: the split
+    is kept in the page's memo, so each GPU's sub-page (and what readers derive from it, in its own memo) is
+    built once however many windows the page falls in."""
+    hit: dict[str, Page] | None = page.memo.get(_BY_GPU)
+    if hit is not None:
+        return hit
     out: dict[str, Page] = {}
     for name, samples in page.samples.items():
         for sample in samples:
@@ -58,6 +66,7 @@ def _by_gpu(page: Page) -> dict[str, Page]:
                 if key == "gpu":
                     out.setdefault(gpu, Page()).samples.setdefault(name, []).append(sample)
                     break
+    page.memo[_BY_GPU] = out
     return out
 
 
