@@ -77,6 +77,11 @@ _FENCE = re.compile(r"^\s{0,3}(?:```|~~~)")
 _GUIDE = re.compile(
     r"(?i)\b(?:if|when) you (?:get|see|hit|run into|encounter)\b[^.\n]{0,40}?\b(?:error|this|following|message)\b"
     r"|\bit means (?:that )?(?:the|your|you)\b|\bwhat you (?:want|need|have) to do is\b"
+    # an imperative answer that pairs an error with its remedy: "For `Error 802: ...`, install `nvidia-fabricmanager`."
+    r"|^\s{0,3}(?:For|To (?:fix|solve|resolve|avoid))\s[^\n]{0,20}?\b(?:[Ee]rror|[Ee]xception|Xid|code)\b"
+    r"[^\n]{0,100}?,\s{0,2}(?:install|run|set|use|upgrade|update|restart|reboot|enable|disable|start|unset|export|add|"
+    r"remove|downgrade)\b",
+    re.MULTILINE,
 )
 # the thread's problem is solved: the quoted (blockquoted) error is history, the rest says it works now
 _RESOLVED = re.compile(
@@ -163,10 +168,11 @@ def has_diff(text: str) -> bool:
 @lru_cache(maxsize=64)
 def is_guide(text: str) -> bool:
     """A how-to or an answer: it tells what an error means and what to do ("if you get the following error ...
-    it means that ..."), in prose with no first person who hit it."""
+    it means that ...", "For `Error 802: ...`, install `nvidia-fabricmanager`"), in prose with no first person who
+    hit it."""
     prose = "\n".join(line for _, line in _unfenced(text))
     low = prose.lower()
-    if " you " not in low and "it means" not in low:  # a cheap test before the regex
+    if " you " not in low and "it means" not in low and "for " not in low and "to " not in low:  # a cheap test
         return False
     return bool(_GUIDE.search(prose)) and not _REPORT.search(prose)
 
