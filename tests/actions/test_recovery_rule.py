@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from llm_oncall.actions import verify
-from llm_oncall.actions.guard import Caps, step_limit
+from llm_oncall.actions.guard import DRILL_POLICY, Caps, step_limit
+from llm_oncall.runbooks.loader import builtin
 
 BASE = {"waiting_per_pod": 0.0}
 
@@ -59,3 +60,18 @@ def test_a_scale_out_step_is_relative_to_the_fleet() -> None:
     assert step_limit(caps, 2) == 4  # the absolute step for a small fleet
     assert step_limit(caps, 8) == 8  # ×2 of 8: enough for a doubling of arrivals
     assert step_limit(Caps(scale_out_max_factor=1.0), 40) == 4
+
+
+def test_pod_outlier_is_judged_against_its_peers() -> None:
+    # Before: no recovery signal in the runbook, so even a drained outlier never counted as recovered on any fleet.
+    assert verify.recovered("pod-outlier", _obs(n_outliers=0.0), {})
+    assert not verify.recovered("pod-outlier", _obs(n_outliers=1.0), {})
+    assert verify.recovered("pod-outlier", _obs(), {})  # too few pods to compare: no outlier
+    assert "pod-outlier" not in DRILL_POLICY.auto  # the drain is approved by a human (runbook: why)
+
+
+def test_every_automatic_fix_can_be_verified() -> None:
+    """An emergency step auto mode takes needs a recovery signal, or its incident can never be judged recovered."""
+    for rb in builtin():
+        if any(step.auto for step in rb.emergency):
+            assert rb.recovery, rb.id

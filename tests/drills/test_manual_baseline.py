@@ -44,6 +44,7 @@ def test_the_suite_act_reports_mttr_by_incident() -> None:
     assert min(recovered) <= body["mttr_median_s"] <= body["mttr_p95_s"] <= max(recovered)
     for inc, row in body["mttr_by_incident"].items():
         assert row["n"] == sum(r.drill.incident == inc for r in results)
+        assert row["recovered"] <= row["acted"] <= row["n"]  # a recovery is an executed fix's
 
 
 def test_one_baseline_credits_a_self_resolution_for_both_drills(monkeypatch: Any) -> None:

@@ -154,7 +154,9 @@ def _blocker(a: Action, policy: Policy, ledger: Ledger, now: float, nodes_total:
              capacity: int, taken: int) -> str | None:
     """Why the policy's cooldowns and caps refuse the action (None: they allow it)."""
     until = ledger.cooldown_until(a.kind, a.target.ref())
-    if until is not None and until > now:
+    # A later step of a staged scale-out (plan.next_scale_step) continues the decision the cooldown followed; the caps
+    # below bound it as they bound the first.
+    if until is not None and until > now and not (a.kind == "scale_out" and a.params.get("step")):
         return f"cooldown: {a.kind} on {a.target.ref()} again after t={until:.0f}"
     caps = policy.caps
     if a.kind == "scale_out":

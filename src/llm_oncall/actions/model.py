@@ -147,7 +147,8 @@ class Action(BaseModel):
 
     @property
     def idempotency_key(self) -> str:
-        return f"{self.params.get('_incident_key', '')}:{self.kind}:{self.target.ref()}"
+        step = self.params.get("step")  # a later step of a staged scale-out is another action on the same target
+        return f"{self.params.get('_incident_key', '')}:{self.kind}:{self.target.ref()}" + (f"#{step}" if step else "")
 
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump(mode="json", exclude={"params"})

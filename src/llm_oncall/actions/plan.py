@@ -167,13 +167,17 @@ def _actions(kube: Kube, kind: str, params: dict[str, Any], scope: Scope, d: Dia
             want = cur + int(step) if step.startswith(("+", "-")) else int(step)
         why = f"{wl.kind} {wl.name}: {cur} → {want} replicas (runbook {step})"
         ratio = _feature(snapshots, d, "arrival_rate_ratio")
+        sized = None
         if d.incident == "kv-capacity" and ratio is not None and ratio > 1.0:
             # the runbook's step is the minimum: size it to the load the evidence shows (+15 % headroom)
-            sized = math.ceil(cur * ratio * 1.15)
+            sized = sized_replicas(cur, ratio)
             if sized > want:
                 want = sized
                 why = f"{wl.kind} {wl.name}: {cur} → {want} replicas (arrivals ×{ratio:.2f}; runbook {step} minimum)"
-        return [scale_out(kube, scope, cur, want, why)]
+        a = scale_out(kube, scope, cur, want, why)
+        if sized is not None:
+            a.params["sized"] = want  # sized by the evidence: a later step may follow it (next_scale_step)
+        return [a]
     if kind == "gateway_cap":
         target = ActionTarget(kind="ConfigMap", namespace=ns, name=SIM_GATEWAY_CONFIGMAP)
         a = Action(id="", kind="gateway_cap_max_tokens", target=target,
@@ -263,6 +267,50 @@ def autoscalers(kube: Kube, wl: ActionTarget) -> list[dict[str, Any]]:
                 str(ref.get("apiVersion", "")).rpartition("/")[0] == group:
             out.append(h)
     return out
+
+
+SCALE_HEADROOM = 1.15
+"""A scale-out sized by the evidence leaves 15 % headroom over the load it shows."""
+
+
+def sized_replicas(replicas_before: int, arrivals_ratio: float) -> int:
+    """The replicas the load the evidence shows needs: the replicas that served the baseline × the arrivals' ratio to
+    it, with SCALE_HEADROOM."""
+    return math.ceil(replicas_before * arrivals_ratio * SCALE_HEADROOM)
+
+
+def next_scale_step(kube: Kube, d: Diagnosis, snapshot: Snapshot | None, done: Sequence[Action], arrivals_ratio: float,
+                    namespace: str | None = None, selector: dict[str, str] | None = None,
+                    saturated: tuple[float, float] | None = None) -> Action | None:
+    """The next step of a scale-out sized by the evidence (`done`: its executed steps, first first): the replicas the
+    arrivals ask for now, from the replicas before the first step (the baseline's), when that is more than the
+    workload has. `saturated` (arrivals/s, successes/s per serving pod) while the queue has not drained with every
+    replica serving: what a pod delivers under this load is its capacity now (a pool that preempts and recomputes
+    serves fewer than the baseline's per-pod rate), and the arrivals need that many pods, +15 %. None: no more are
+    needed. The caps bound it as they bound every scale-out (actions/run.py)."""
+    first = done[0]
+    before = int(first.params["from"])
+    want = sized_replicas(before, arrivals_ratio)
+    why = f"arrivals ×{arrivals_ratio:.2f} of the {before} replicas' baseline"
+    if saturated is not None and saturated[1] > 0:
+        measured = math.ceil(saturated[0] / saturated[1] * SCALE_HEADROOM)
+        if measured > want:
+            want = measured
+            why = (f"{saturated[0]:.1f} arrivals/s at the {saturated[1]:.1f}/s a pod serves while the queue stays "
+                   f"(+{SCALE_HEADROOM - 1:.0%})")
+    scope = resolve_scope(kube, d, snapshot, namespace, selector)
+    wl = scope.workload_target
+    if wl is None or scope.workload is None:
+        return None
+    cur = int(scope.workload["spec"]["replicas"])
+    if want <= cur:
+        return None
+    n = len(done) + 1
+    a = scale_out(kube, scope, cur, want, f"{wl.kind} {wl.name}: {cur} → {want} replicas, step {n} ({why}; the last "
+                                          "step's replicas all serve and the incident has not recovered)")
+    a.params["sized"] = want
+    a.params["step"] = n
+    return a
 
 
 def scale_out(kube: Kube, scope: Scope, cur: int, want: int, why: str) -> Action:

@@ -10,7 +10,7 @@ from llm_oncall.actions import execute, gateway, plan
 from llm_oncall.actions.guard import DELETES, Mode, Policy, decide, step_limit
 from llm_oncall.actions.kube import Kube, KubeError
 from llm_oncall.actions.ledger import Ledger
-from llm_oncall.actions.model import Action, Blocked, DryRun, Guard, Plan, TargetChanged, UnsafeName
+from llm_oncall.actions.model import Action, Blocked, DryRun, Guard, Plan, TargetChanged, UnsafeName, action_id
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.signals.snapshot import Snapshot
 
@@ -64,25 +64,64 @@ class Actuator:
                        repeat=self.policy.repeat_offender, selector=self.selector)
         self.ledger.audit(self.actor, p.id, "", "plan", {"incident": p.incident, "actions": [a.kind for a in p.actions],
                                                           "manual": [m["action"] for m in p.manual]})
-        caps = self.policy.caps
         for a in p.actions:
             if a.kind in DELETES and not_serving:
                 a.params["not_serving"] = sorted(not_serving)
-            if a.kind == "scale_out":
-                cur, want = int(a.params["from"]), int(a.params["replicas"])
-                bounded = min(want, caps.scale_out_max_replicas, cur + step_limit(caps, cur))
-                if bounded != want:
-                    a.params["replicas"] = bounded
-                    a.why += f"; bounded to {bounded} by the policy's caps"
-            if a.dry_run is None:
-                a.dry_run = self._dry_run(a)
-            a.status = "dry_run"
-            a.guard = self.guard(p, a)
-            self.ledger.audit(self.actor, p.id, a.id, "dry_run", {"target": a.target.ref(), "ok": a.dry_run.ok,
-                                                                   "detail": a.dry_run.detail})
-            self.ledger.audit(self.actor, p.id, a.id, "guard", a.guard.model_dump())
+            self._prepare(p, a)
         self.ledger.save_plan(p.id, p.incident, p.to_json())
         return p
+
+    def _prepare(self, p: Plan, a: Action) -> None:
+        """A planned action bounded by the caps, dry-run and guarded, each step audited."""
+        caps = self.policy.caps
+        if a.kind == "scale_out":
+            cur, want = int(a.params["from"]), int(a.params["replicas"])
+            bounded = min(want, caps.scale_out_max_replicas, cur + step_limit(caps, cur))
+            if bounded != want:
+                a.params["replicas"] = bounded
+                a.why += f"; bounded to {bounded} by the policy's caps"
+        if a.dry_run is None:
+            a.dry_run = self._dry_run(a)
+        a.status = "dry_run"
+        a.guard = self.guard(p, a)
+        self.ledger.audit(self.actor, p.id, a.id, "dry_run", {"target": a.target.ref(), "ok": a.dry_run.ok,
+                                                               "detail": a.dry_run.detail})
+        self.ledger.audit(self.actor, p.id, a.id, "guard", a.guard.model_dump())
+
+    def next_scale_step(self, p: Plan, diagnosis: Diagnosis, snapshots: Sequence[Snapshot],
+                        arrivals_ratio: float | None, serving: float | None,
+                        namespace: str | None = None, saturated: tuple[float, float] | None = None) -> Action | None:
+        """The caps bound one scale-out step (as a HorizontalPodAutoscaler's scale-up policy bounds each period), not
+        the response to a surge: once every replica of the plan's last executed step serves (`serving`: the pods
+        up) and the arrivals still ask for more replicas than the workload has (sized from the replicas before the
+        first step, plan.sized_replicas; or, `saturated`, from what a pod serves while the queue stays), the next
+        step, bounded, dry-run and guarded like the first, is added to the plan. None: no step (the last one still
+        loading, one pending, or enough replicas)."""
+        done = [a for a in p.actions if a.kind == "scale_out" and a.status == "executed" and "sized" in a.params]
+        if not done or arrivals_ratio is None or serving is None:
+            return None
+        if any(a.kind == "scale_out" and a.status in ("planned", "dry_run") for a in p.actions):
+            return None
+        if serving < int(done[-1].params["replicas"]):
+            return None  # the last step has not taken effect yet: its replicas are still loading
+        try:
+            a = plan.next_scale_step(self.kube, diagnosis, snapshots[-1] if snapshots else None, done,
+                                     arrivals_ratio, namespace, self.selector, saturated)
+        except (KubeError, UnsafeName):
+            return None
+        room = min(int(a.params["replicas"]), self.policy.caps.scale_out_max_replicas) if a is not None else 0
+        if a is None or room <= int(a.params["from"]):
+            return None  # enough replicas, or the caps leave no room (scale_out_max_replicas reached)
+        first = done[0]
+        a.id = action_id(f"{p.id}/step{a.params['step']}", a.kind, a.target)
+        a.runbook_action = first.runbook_action
+        a.params["_incident_key"] = first.params.get("_incident_key", p.incident_key)
+        self.ledger.audit(self.actor, p.id, a.id, "plan", {"incident": p.incident, "actions": [a.kind],
+                                                            "step": a.params["step"]})
+        self._prepare(p, a)
+        p.actions.append(a)
+        self.ledger.save_plan(p.id, p.incident, p.to_json())
+        return a
 
     def _dry_run(self, a: Action) -> DryRun:
         try:

@@ -94,7 +94,8 @@ def _stats(values: Sequence[float]) -> dict[str, float | None]:
 
 def report(results: Sequence[ActResult], n: int, seed: int) -> dict[str, Any]:
     """MTTR (onset → recovery) of the recovered, by incident; a scenario that did not recover counts in `recovered`
-    only (an MTTR needs a recovery)."""
+    only (an MTTR needs a recovery). `acted`: the scenarios where the loop executed an action at all (a recovery
+    needs one; one without is a fix that did not apply, e.g. a router rollback with no router change to undo)."""
     by: dict[str, list[ActResult]] = {}
     for r in results:
         by.setdefault(r.drill.incident, []).append(r)
@@ -107,6 +108,7 @@ def report(results: Sequence[ActResult], n: int, seed: int) -> dict[str, Any]:
         "mttr_median_s": quantile(ttr, 0.5), "mttr_p95_s": quantile(ttr, 0.95),
         "manual_mttr_median_s": quantile(manual, 0.5) if manual else None,
         "mttr_by_incident": {inc: {"n": len(rs), "recovered": sum(r.recovered for r in rs),
+                                   "acted": sum(any(a["status"] == "executed" for a in r.actions) for r in rs),
                                    **_stats([r.seconds_to_recovery for r in rs if r.seconds_to_recovery is not None]),
                                    "manual_median_s": quantile([r.manual_seconds_to_recovery for r in rs
                                                                 if r.manual_seconds_to_recovery is not None], 0.5)}

@@ -277,6 +277,7 @@ class Responder:
                     served.incident = d.incident
                 self._plan(served, d)
         for c in list(cases.values()):
+            self._next_step(c, d)
             self._act(c)
             self._verify(c, d)
             self._resolve(c, d)
@@ -492,6 +493,33 @@ class Responder:
                 c.acted_at = self.clock()
                 c.before = self.observed[-1] if self.observed else None
             self.store.set_status(c.id, "mitigating", self.actor, "emergency action executed")
+
+    def _next_step(self, c: Case, d: Diagnosis) -> None:
+        """A scale-out the caps bounded below what the surge needs takes its next step once the last step's
+        replicas all serve and the incident has not recovered on the users' rule (actions/run.py next_scale_step);
+        the round's _act executes it as it would the plan's first actions."""
+        p, act = c.plan, self.actuator
+        if p is None or act is None or not c.acted or not self.observed or d.incident != p.incident:
+            return
+        if (self.store.get(c.id, timeline=False) or {}).get("status") in ("mitigated", "resolved"):
+            return
+        obs = self.observed[-1]
+        if verify.recovered(p.incident, obs, c.baselines):
+            return
+        ratio, serving = obs.get("arrival_rate_ratio"), obs.get("pods_up")
+        up = float(serving) if isinstance(serving, int | float) else None
+        arrivals, served = obs.get("arrival_rate"), obs.get("success_rate")
+        saturated = None
+        if not verify.signal_back(p.incident, obs, c.baselines) and up and isinstance(arrivals, float) \
+                and isinstance(served, float):
+            saturated = (arrivals, served / up)  # the queue stays: a pod's successes are its capacity now
+        a = act.next_scale_step(p, d, list(self.pilot.snapshots), ratio if isinstance(ratio, float) else None,
+                                up, self.namespace, saturated)
+        if a is None:
+            return
+        self.store.event(c.id, "note", self.actor, {"action_id": a.id, "detail": f"next scale-out step: {a.why}"})
+        self.log.info("scale-out step", incident_id=c.id, plan_id=p.id, action_id=a.id,
+                      replicas=a.params.get("replicas"))
 
     def _outcome(self, c: Case, a: Action) -> None:
         """Every decision on an action ends in an outcome: the timeline, the log, the metrics and the notifiers."""
