@@ -205,6 +205,11 @@ def calibrate(d: Diagnosis, features: Sequence[Features], snapshots: Sequence[Sn
                     tuple(notes))
 
 
+OOM_QUEUE_EVIDENCE = 50
+"""The deepest queue that says something about how many queued requests an API server holds before it is
+OOM-killed; a shallower one (the storm's first burst kills a pod before any queue builds) says nothing."""
+
+
 def _fault(d: Diagnosis, f: Features | None, snapshots: Sequence[Snapshot], cfg: FleetConfig, notes: list[str],
            plan: Plan | None) -> tuple[FleetConfig, dict[str, Any]]:
     """The diagnosed fault's parameters in the simulator's model of it, from the evidence."""
@@ -221,9 +226,12 @@ def _fault(d: Diagnosis, f: Features | None, snapshots: Sequence[Snapshot], cfg:
     elif inc == "retry-storm":
         peak = max((p.waiting or 0.0 for s in snapshots for p in s.pods), default=0.0)
         crashed = f is not None and (_num(f, "n_restarted") or 0.0) > 0
-        if crashed and peak > 0:
-            cfg = replace(cfg, oom_queue_limit=max(50, int(peak)))
+        if crashed and peak >= OOM_QUEUE_EVIDENCE:
+            cfg = replace(cfg, oom_queue_limit=int(peak))
             notes.append(f"API servers OOM past {int(peak)} queued requests (the deepest queue seen)")
+        elif crashed:
+            # a pod was lost with no deep queue in sight: nothing tells how deep a queue the API servers hold
+            notes.append(f"a pod was lost with no deep queue seen (deepest {int(peak)}): no queue limit modelled")
         params["pod_index"] = 0
     elif inc == "long-context-starvation":
         share = pools.long_share(snapshots, 16_384)
