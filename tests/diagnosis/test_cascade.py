@@ -22,7 +22,10 @@ pytestmark = pytest.mark.xdist_group("sim-incidents")
 
 
 def test_retry_storm_then_a_stalled_survivor_is_a_retry_storm() -> None:
-    cfg, fault = scenario("retry-storm", 7)
+    # A client that times out before even a healthy answer (4 s on the whole request): its flood never ends, so the
+    # survivor's stall comes on top of a storm that is still going (the default storm's client is met by a healthy
+    # fleet and its storm forms minutes later).
+    cfg, fault = scenario("retry-storm", 7, params={"timeout_s": 4.0})
     assert fault is not None
     # Survivors that queue instead of being OOM-killed (a larger host memory): the frozen one stays up.
     fleet = Fleet(dataclasses.replace(cfg, oom_queue_limit=None), seed=7, fault=fault)
