@@ -282,7 +282,9 @@ def _wait_for_pages(capture: subprocess.Popen[bytes], out: Path, n: int, timeout
 
 def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Path) -> None:
     bundle = tmp_path / "hang-bundle"
-    clients = [Client(SHORT_PROMPT, 1000)] * 4
+    # Lengths that differ, so the four never finish in the same step and requests are always in flight (identical
+    # requests started together end together, and the engine's stats then say 0 running until the next batch).
+    clients = [Client(SHORT_PROMPT, n) for n in (1000, 910, 830, 760)]
     warm_up(vllm_server, clients)
     live = Live(vllm_server)
     # The capture ends on its own (a count of scrapes) and the engine stays frozen until it has, so the bundle ends
@@ -297,7 +299,9 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
         # package from source) can starve for half a minute behind the engine and the load threads.
         capture = _capture(vllm_server, bundle, capture_s)
         _wait_for_pages(capture, bundle, 1, timeout_s=180)  # a safety net: it returns at the first page
-        with running_load(vllm_server, clients, max_requests=40) as load:
+        # Unbounded (the context stops it): on a fast engine behind slow scrapes a bounded load can be done before
+        # the progress phase has seen it.
+        with running_load(vllm_server, clients, max_requests=100_000) as load:
             # Progress first: requests running, the heartbeat moving, and no engine-hang.
             for _ in range(8):
                 tick = live.tick()
@@ -340,7 +344,7 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
         if capture is not None and capture.poll() is None:
             capture.kill()
             capture.wait(10)
-    report("engine-hang", clients=len(clients), max_tokens=1000, interval_s=INTERVAL,
+    report("engine-hang", clients=len(clients), max_tokens=max(c.max_tokens for c in clients), interval_s=INTERVAL,
            freeze_to_diagnosis_s=(t_diag - t_freeze) if t_diag else None,
            freeze_to_diagnosis_intervals=(t_diag - t_freeze) / INTERVAL if t_diag else None,
            observable_to_diagnosis_intervals=(t_diag - t_seen) / INTERVAL if t_diag and t_seen else None,

@@ -120,8 +120,11 @@ def test_freeze_gives_hang_signature(vllm_server: VllmServer, target: str) -> No
     base = vllm_server.scrape()
     # Six clients that resubmit until stopped: requests are in flight whenever the freeze comes, however fast the
     # host finishes one (a fixed batch of requests could all be done before the first poll on a fast machine).
-    max_tokens = 800
-    clients = [Client(LONG_PROMPT, max_tokens)] * 6
+    # Their lengths differ so they never finish in the same step: identical requests started together end together,
+    # the engine's last stats say 0 running, and a freeze in the moment before the resubmitted batch is admitted is
+    # an idle engine with the new requests stuck in its input queue, not the in-flight hang this test is about.
+    lengths = [800, 740, 690, 630, 570, 520]
+    clients = [Client(LONG_PROMPT, n) for n in lengths]
     with running_load(vllm_server, clients, max_requests=10_000, timeout_s=300) as load:
         seen = wait_for(
             vllm_server,
@@ -145,7 +148,7 @@ def test_freeze_gives_hang_signature(vllm_server: VllmServer, target: str) -> No
         errors = list(load.errors)
         tokens = list(load.completion_tokens)
     assert not errors, errors[:3]
-    assert all(n == max_tokens for n in tokens), tokens
+    assert all(n in lengths for n in tokens), tokens  # every answer whole (a slow host may answer none)
     vllm_server.wait_idle()
 
 
