@@ -501,15 +501,14 @@ def _rate_limit(kube: Kube, ns: str, snapshots: Sequence[Snapshot], params: dict
             retry_limits[c] = max(6, math.ceil(b * 60 * budget))
     name = check_name(f"{route}-oncall-ratelimit")
     out = {"route": route, "limits": limits, "header": "x-client-id"}
-    why = "rate-limit " + ", ".join(f"{c} to {v}/min" for c, v in sorted(limits.items()))
+    firsts = ", ".join(f"{c} to {v}/min" for c, v in sorted(limits.items()))
     if retry_limits and budget is not None:
         out["retry_limits"] = retry_limits
-        why = ("rate-limit first attempts of " + ", ".join(f"{c} to {v}/min" for c, v in sorted(limits.items()))
-               + " (1.2× each client's first-attempt baseline), their retries to "
-               + ", ".join(f"{v}/min" for _, v in sorted(retry_limits.items()))
-               + f" (a {budget:.0%} retry budget)")
+        retries = ", ".join(f"{v}/min" for _, v in sorted(retry_limits.items()))
+        why = (f"rate-limit first attempts of {firsts} (1.2× each client's first-attempt baseline), their retries to "
+               f"{retries} (a {budget:.0%} retry budget)")
     else:
-        why += " (1.2× each client's first-attempt baseline)"
+        why = f"rate-limit {firsts} (1.2× each client's first-attempt baseline)"
     return Action(id="", kind="gateway_rate_limit",
                   target=ActionTarget(kind="BackendTrafficPolicy", namespace=ns, name=name,
                                 api_version="gateway.envoyproxy.io/v1alpha1"),

@@ -26,6 +26,11 @@ class Fence(Protocol):
     def end(self, p: Plan, a: Action) -> None: ...
 
 
+def sized_steps(p: Plan) -> list[Action]:
+    """The plan's executed scale-out steps sized from the evidence: only these can take a next step."""
+    return [a for a in p.actions if a.kind == "scale_out" and a.status == "executed" and "sized" in a.params]
+
+
 class Actuator:
     def __init__(self, kube: Kube, ledger: Ledger, policy: Policy, mode: Mode = "propose", actor: str = "llm-oncall",
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
@@ -97,7 +102,7 @@ class Actuator:
         first step, plan.sized_replicas; or, `saturated`, from what a pod serves while the queue stays), the next
         step, bounded, dry-run and guarded like the first, is added to the plan. None: no step (the last one still
         loading, one pending, or enough replicas)."""
-        done = [a for a in p.actions if a.kind == "scale_out" and a.status == "executed" and "sized" in a.params]
+        done = sized_steps(p)
         if not done or arrivals_ratio is None or serving is None:
             return None
         if any(a.kind == "scale_out" and a.status in ("planned", "dry_run") for a in p.actions):

@@ -28,7 +28,7 @@ from llm_oncall.actions import effects, execute, verify
 from llm_oncall.actions.kube import KubeError
 from llm_oncall.actions.ledger import Ledger
 from llm_oncall.actions.model import Action, Plan
-from llm_oncall.actions.run import Actuator
+from llm_oncall.actions.run import Actuator, sized_steps
 from llm_oncall.diagnosis.autopilot import HISTORY, Autopilot
 from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.diagnosis.features import Features
@@ -499,7 +499,8 @@ class Responder:
         replicas all serve and the incident has not recovered on the users' rule (actions/run.py next_scale_step);
         the round's _act executes it as it would the plan's first actions."""
         p, act = c.plan, self.actuator
-        if p is None or act is None or not c.acted or not self.observed or d.incident != p.incident:
+        if p is None or act is None or not c.acted or not self.observed or d.incident != p.incident \
+                or not sized_steps(p):
             return
         if (self.store.get(c.id, timeline=False) or {}).get("status") in ("mitigated", "resolved"):
             return
