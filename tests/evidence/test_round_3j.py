@@ -8,7 +8,7 @@ in prose); a repeated log line is never read as a garbage model output; bad outp
 garbage", "the same phrase over and over", "empty or garbage output", Chinese 大量重复); the GPU fabric state stuck In
 Progress; "the CUDA graph cannot be captured"; and a design question ("will the server stuck ...?") is no report.
 Each rule has a look-alike that must not match. The signatures' own must-match / must-not-match examples run in
-test_signatures.py. The real files are in tests/evidence/holdout/fresh-2026-12i-check.
+test_signatures.py. The real files are in tests/evidence/real/fresh-2026-12i-check (held out until round 3j).
 """
 
 from __future__ import annotations
