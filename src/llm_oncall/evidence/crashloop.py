@@ -38,6 +38,13 @@ _SIGNALS = {
 }
 
 
+def _status(status: str) -> str:
+    """kubectl prints an init container's state with an ``Init:`` prefix (``Init:CrashLoopBackOff``, ``Init:Error``,
+    ``Init:OOMKilled``): the pod's init container is failing, so the pod never starts; read it as the state itself.
+    ``Init:0/1`` (init containers still running) keeps its prefix and is no failure."""
+    return status.removeprefix("Init:")
+
+
 def parse(text: str, name: str) -> Finding | None:
     if not any(k in text for k in ("CrashLoopBackOff", "OOMKilled", "Exit Code", "Back-off restarting", "RESTARTS")):
         return None
@@ -65,9 +72,9 @@ def parse(text: str, name: str) -> Finding | None:
             restarts = max(restarts, int(m.group("n")))
         elif m := _READY.match(line):
             not_ready |= m.group("ready") == "False"
-        elif (m := _GET_ROW.match(line)) and m.group("status") in _BAD_STATUS:
+        elif (m := _GET_ROW.match(line)) and _status(m.group("status")) in _BAD_STATUS:
             pods[m.group("pod")] = m.group("status")
-            reasons[m.group("status")] += 1
+            reasons[_status(m.group("status"))] += 1
             restarts = max(restarts, int(m.group("restarts")))
             not_ready |= m.group("ready").startswith("0/")
             ev.append(i)

@@ -518,8 +518,12 @@ def _plain_sample(text: str) -> Sample | None:
     lines = [ln for ln in split_lines(text) if ln.strip()]
     if not lines:
         return None
-    loglike = sum(1 for ln in lines if _LOGLIKE.match(ln) or _LEVEL.search(ln))
-    if loglike / len(lines) >= 0.3:
+    logged = [ln.strip() for ln in lines if _LOGLIKE.match(ln) or _LEVEL.search(ln)]
+    if len(logged) / len(lines) >= 0.3:
+        return None
+    # a log line that comes back verbatim (an error printed at every retry, pasted twice in an issue) is a log's
+    # repetition, whatever its share of the text: never a degenerate completion
+    if len(set(logged)) < len(logged):
         return None
     return Sample(text, None, "unknown", (), 0)
 
