@@ -1,4 +1,4 @@
-"""Focused tests for the general rules round 3j added (docs/round-3j-tuning.md), from the wordings round 3i's check set
+"""Focused tests for the general rules round 3j added (docs/evidence.md), from the wordings round 3i's check set
 showed: hangs told in prose (a service that became unresponsive, a server that stalls and answers no request,
 requests that never complete, throughput that decays to 0 tok/s, a habitual "will hang sometimes") and vLLM V0's
 "Waiting for output from MQLLMEngine." repeated for a minute; other failures in formats the catalogue did not know
