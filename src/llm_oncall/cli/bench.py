@@ -89,6 +89,8 @@ def bench_evidence(
     by_source: Annotated[bool, typer.Option("--by-source", help="Accuracy apart for samples whose source thread "
                                             "has other samples in the corpus and for the only sample of a "
                                             "thread.")] = False,
+    use_prior: Annotated[bool, typer.Option("--prior", help="With the word-level prior as the fallback where "
+                                            "nothing is recognised (off by default).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Evidence classifier on real samples: per-class precision and recall, files per second."""
@@ -100,10 +102,16 @@ def bench_evidence(
         raise fail("no corpus: run from the repository (tests/evidence/real) or pass --corpus DIR")
     if not root.is_dir():
         raise fail(f"no such corpus directory: {root}")
+    from llm_oncall.evidence import prior
+
+    if use_prior and not prior.enable():
+        raise fail("no word-level prior model in the package")
     try:
         result = be.run(root, repeat, by_source=by_source)
     except CorpusError as exc:
         raise fail(str(exc)) from exc
+    finally:
+        prior.disable()
     result.pop("table", None)
     if as_json:
         print_json(result)

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from llm_oncall.evidence import catalog
+from llm_oncall.evidence import catalog, prior
 from llm_oncall.evidence.catalog import CatalogError
 from llm_oncall.evidence.classify import classify_file, reset_signatures, use_signatures
 from llm_oncall.evidence.model import Finding
@@ -125,6 +125,9 @@ def classify(
     as_json: Annotated[
         bool, typer.Option("--json", help="Machine-readable output: a list, one object per file.")
     ] = False,
+    use_prior: Annotated[bool, typer.Option("--prior", help="Where nothing is recognised, let the word-level prior "
+                                            "answer a failure class at a low confidence (off by default: "
+                                            "docs/evidence.md, \"Round 3k\").")] = False,
 ) -> None:
     """Say what each file shows: kind, benign or not, incident hint, confidence and the facts behind it, and
     every finding of the file with its line numbers (the file is classified by the most severe)."""
@@ -138,6 +141,9 @@ def classify(
         except CatalogError as exc:
             _err.print(f"error: invalid signatures: {exc}", markup=False, highlight=False)
             raise typer.Exit(2) from exc
+    if use_prior and not prior.enable():
+        _err.print("[red]error:[/red] no word-level prior model in the package")
+        raise typer.Exit(2)
     findings: list[Finding] = []
     try:
         for p in files:
@@ -149,6 +155,7 @@ def classify(
     finally:
         if signatures:
             reset_signatures()
+        prior.disable()
     if as_json:
         typer.echo(json.dumps([f.to_json() for f in findings], indent=2, default=str))
     else:

@@ -8,7 +8,8 @@ outputs). Classification never raises: a parser that fails is skipped and named 
 
 When nothing known is found but the text has error lines (a traceback, ERROR/FATAL lines), the file is
 ``kind: unknown`` and not benign: something failed, in a format the catalogue does not know; no incident
-is guessed.
+is guessed. When nothing at all is found, the word-level prior (prior.py), if enabled, may answer a failure
+class at a low confidence.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from llm_oncall.evidence import (
     nvidia_smi,
     outputs,
     paste,
+    prior,
     pyspy,
     stats,
     vllm_startup,
@@ -216,6 +218,10 @@ def classify_all(text: str, name: str) -> list[Finding]:
         u = _unknown_errors(text, name, found)
         if u is not None:
             found.append(_quoted_in_change(text_in, u))
+    if not found and prior.enabled():  # nothing recognised at all: the word-level prior may say a class
+        p = prior.fallback(text_in, name)
+        if p is not None:
+            found.append(p)
     found.sort(key=strength, reverse=True)
     if failed and found:
         found[0] = found[0].replace(facts={**found[0].facts, "parser_errors": failed})

@@ -1,0 +1,87 @@
+"""The word-level prior (src/llm_oncall/evidence/prior.py): train it on the gated corpus, cross-validate it,
+measure a held-out set with and without it, check the packaged model is current.
+
+  PYTHONPATH=src python scripts/prior.py train            # cross-validate, choose settings, write catalog/prior.json
+  PYTHONPATH=src python scripts/prior.py cv               # the cross-validated figures only
+  PYTHONPATH=src python scripts/prior.py eval DIR [DIR…]  # held-out sets, without and with the fallback
+  PYTHONPATH=src python scripts/prior.py check            # exit 1 when catalog/prior.json is stale
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from llm_oncall.evidence import prior, prior_train
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "evidence" / "real"
+
+
+def _fmt(s: dict[str, Any]) -> str:
+    return (f"{s['correct']}/{s['samples']} = {s['accuracy']:.3f}; benign precision "
+            f"{s['benign_correct']}/{s['benign_predicted']} = {s['benign_precision']:.3f}; answered {s['fired']} "
+            f"({s['fired_correct']} right, {s['fired_on_benign']} on benign)")
+
+
+def _cv() -> dict[str, Any]:
+    cv = prior_train.cross_validate(prior_train.rows(CORPUS))
+    print(f"gated corpus, {cv['folds']}-fold CV grouped by thread; nothing found in {cv['eligible']} samples "
+          f"{cv['eligible_by_class']}")
+    print(f"  without: {_fmt(cv['without'])}")
+    s = cv["settings"]
+    print(f"  with, chosen (margin {s.min_margin}, tokens {s.min_tokens}): {_fmt(cv['with'])}")
+    for k, v in cv["grid"].items():
+        print(f"  with, {k}: {_fmt(v)}")
+    return cv
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0] if argv else "check"
+    if cmd == "cv":
+        _cv()
+        return 0
+    if cmd == "train":
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                    check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = None
+        built, _ = prior_train.build(CORPUS, commit=commit)
+        prior.MODEL_PATH.write_text(json.dumps(built.to_json(), separators=(",", ":"), sort_keys=True) + "\n",
+                                    encoding="utf-8")
+        print(f"wrote {prior.MODEL_PATH.relative_to(ROOT)}: {built.meta['tokens']} tokens, "
+              f"{built.meta['samples']} samples, settings {built.meta['settings']}")
+        return 0
+    if cmd == "eval":
+        model = prior.default_model()
+        settings = prior.default_settings(model)
+        if model is None or settings is None:
+            print("no packaged model: run train first", file=sys.stderr)
+            return 2
+        for d in argv[1:]:
+            r = prior_train.evaluate(Path(d), model, settings)
+            print(f"{d} (nothing found in {r['eligible']})")
+            print(f"  without: {_fmt(r['without'])}\n  with:    {_fmt(r['with'])}")
+            for rel, exp, got in r["fired"]:
+                print(f"    {exp} → {got}: {rel}")
+        return 0
+    if cmd == "check":
+        packaged = prior.default_model()
+        want = prior_train.training_sha256(prior_train.training_set(CORPUS))
+        have = packaged.meta.get("corpus_sha256") if packaged else None
+        if have != want:
+            print(f"catalog/prior.json is stale (corpus {want[:12]}, model {str(have)[:12]}): run train",
+                  file=sys.stderr)
+            return 1
+        print("catalog/prior.json is current")
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

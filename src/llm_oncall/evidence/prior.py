@@ -1,0 +1,293 @@
+"""A word-level prior: a naive Bayes over words and word pairs, the fallback for a file the catalogue recognises
+nothing in.
+
+The catalogue reads messages it knows; a failure told in prose or in a format no signature knows is answered
+``unknown`` at confidence 0 (benign). This module is a statistical reading of the same text: which words the
+gated corpus' samples of each class use. It never reads a file something else recognised (classify.py calls it
+only when no parser found anything) and answers at a low confidence, below the signatures'.
+
+Knowledge as data: the model is ``catalog/prior.json``, written by ``scripts/prior.py train`` from the gated
+corpus (``tests/evidence/real``), with the corpus hash, sample counts and date; ``tests/evidence/test_prior.py``
+checks it is current. The model keeps, for the tokens that tell the classes apart best, each class' log
+probability (binarised multinomial naive Bayes, Laplace smoothing).
+
+Tokens: lower-cased words of two letters or more (numbers, hex, paths and URLs dropped: ``Xid 79`` gives
+``xid``; ``RaySystemError`` gives ``ray system error``), the pairs of adjacent words on a line (``cuda graph``),
+and character pairs of CJK text. A document is the set of its tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from llm_oncall.evidence.catalog import HINT_OF_CATEGORY
+from llm_oncall.evidence.model import Finding, compact, line_numbers
+
+MODEL_PATH = Path(__file__).parent / "catalog" / "prior.json"
+MAX_LINES = 5000  # a file longer than this is read as its first 5000 lines: the fallback stays cheap
+MAX_LINE_CHARS = 2000
+BENIGN = "benign"
+
+_DROP = re.compile(
+    r"https?://\S+"  # URLs
+    r"|(?:[A-Za-z]:)?(?:[\\/][\w.\-@+]+){2,}[\\/]?"  # paths (two components or more)
+    r"|\b0x[0-9a-fA-F]+\b"  # hex
+    r"|\b[0-9a-fA-F]{8,}\b"  # hashes, ids
+)
+_WORD = re.compile(r"[A-Za-z]+")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+_STOPWORDS_TEXT = (
+    "the a an and or of to in on at for is are was were be been it its this that with as by from we i you he she "
+    "they them our my me your if then so but not no do does did have has had can could will would should may "
+    "there here which what when where who how all any some into out up about than also just only"
+)
+STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+
+
+def line_tokens(line: str) -> list[str]:
+    """The tokens of one line, in order, with repeats: words, adjacent word pairs, CJK character pairs."""
+    line = _DROP.sub(" ", line[:MAX_LINE_CHARS])
+    words: list[str] = []
+    for m in _WORD.finditer(line):
+        for part in _CAMEL.findall(m.group(0)):
+            w = part.lower()
+            if len(w) >= 2:
+                words.append(w)
+    out = [w for w in words if w not in STOPWORDS]
+    out += [f"{a} {b}" for a, b in itertools.pairwise(words)
+            if not (a in STOPWORDS and b in STOPWORDS)]
+    for run in _CJK.findall(line):
+        out += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
+    return out
+
+
+def doc_tokens(text: str) -> set[str]:
+    """The set of a document's tokens (its first MAX_LINES lines)."""
+    out: set[str] = set()
+    for i, line in enumerate(text.splitlines()):
+        if i >= MAX_LINES:
+            break
+        out.update(line_tokens(line))
+    return out
+
+
+@dataclass(frozen=True)
+class Model:
+    classes: tuple[str, ...]
+    log_prior: tuple[float, ...]
+    log_prob: dict[str, tuple[float, ...]]  # token -> log P(token | class), in the order of ``classes``
+    meta: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"meta": self.meta, "classes": list(self.classes),
+                "log_prior": [round(x, 4) for x in self.log_prior],
+                "tokens": {t: [round(x, 3) for x in v] for t, v in sorted(self.log_prob.items())}}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Model:
+        classes = tuple(str(c) for c in doc["classes"])
+        if BENIGN not in classes:
+            raise ValueError("a prior model needs the benign class")
+        n = len(classes)
+        tokens = {str(t): tuple(float(x) for x in v) for t, v in doc["tokens"].items()}
+        if any(len(v) != n for v in tokens.values()) or len(doc["log_prior"]) != n:
+            raise ValueError("a prior model's rows must have one value per class")
+        return cls(classes, tuple(float(x) for x in doc["log_prior"]), tokens, dict(doc.get("meta", {})))
+
+
+def train(docs: Sequence[tuple[str, str]], top_k: int = 300, min_df: int = 2, alpha: float = 1.0,
+          meta: dict[str, Any] | None = None) -> Model:
+    """A binarised multinomial naive Bayes from ``(text, class)`` pairs. Tokens in fewer than ``min_df``
+    documents are dropped (one sample's wording teaches nothing general); of the rest, each class keeps the
+    ``top_k`` tokens most typical of it against the other classes (log-probability ratio, ties by token), and
+    the model keeps the union. Deterministic: the same documents give the same model."""
+    classes = tuple(sorted({c for _, c in docs}))
+    if BENIGN not in classes:
+        raise ValueError("training needs benign documents")
+    df: dict[str, Counter[str]] = {c: Counter() for c in classes}
+    ndocs: Counter[str] = Counter()
+    for text, c in docs:
+        df[c].update(doc_tokens(text))
+        ndocs[c] += 1
+    total: Counter[str] = Counter()
+    for c in classes:
+        total.update(df[c])
+    vocab = sorted(t for t, n in total.items() if n >= min_df)
+
+    def log_probs(counts: Counter[str]) -> dict[str, float]:
+        denom = sum(counts[t] for t in vocab) + alpha * len(vocab)
+        return {t: math.log((counts[t] + alpha) / denom) for t in vocab}
+
+    lp = {c: log_probs(df[c]) for c in classes}
+    keep: set[str] = set()
+    for c in classes:
+        rest: Counter[str] = Counter()
+        for o in classes:
+            if o != c:
+                rest.update(df[o])
+        lrest = log_probs(rest)
+        ranked = sorted(vocab, key=lambda t: (-(lp[c][t] - lrest[t]), t))
+        keep.update(ranked[:top_k])
+    n = sum(ndocs.values())
+    log_prior = tuple(math.log(ndocs[c] / n) for c in classes)
+    return Model(classes, log_prior, {t: tuple(lp[c][t] for c in classes) for t in sorted(keep)},
+                 dict(meta or {}, samples=n, samples_per_class={c: ndocs[c] for c in classes}, top_k=top_k,
+                      min_df=min_df, alpha=alpha, tokens=len(keep)))
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the prior says about a document: the failure class whose words it shares most against benign."""
+
+    cls: str  # the best failure class
+    margin: float  # mean log-likelihood ratio of that class against benign over the document's known tokens
+    tokens: int  # the document's tokens the model knows
+    top_tokens: tuple[str, ...]  # the tokens that weigh most for ``cls`` against benign
+    posterior: float  # P(cls | document) of the naive Bayes (overconfident on long texts: a tie-breaker only)
+
+
+def read(model: Model, text: str) -> Reading | None:
+    """The prior's reading of ``text``, or None when it knows none of its tokens."""
+    toks = [t for t in doc_tokens(text) if t in model.log_prob]
+    if not toks:
+        return None
+    b = model.classes.index(BENIGN)
+    scores = list(model.log_prior)
+    for t in toks:
+        row = model.log_prob[t]
+        for i in range(len(scores)):
+            scores[i] += row[i]
+    fail = [i for i in range(len(model.classes)) if i != b]
+    best = max(fail, key=lambda i: (scores[i], -i))
+    margin = (scores[best] - model.log_prior[best] - scores[b] + model.log_prior[b]) / len(toks)
+    top = max(scores)
+    z = sum(math.exp(s - top) for s in scores)
+    weights = sorted(((model.log_prob[t][best] - model.log_prob[t][b], t) for t in toks), key=lambda x: (-x[0], x[1]))
+    return Reading(model.classes[best], margin, len(toks), tuple(t for w, t in weights[:8] if w > 0),
+                   math.exp(scores[best] - top) / z)
+
+
+def evidence_lines(model: Model, text: str, cls: str, limit: int = 5) -> list[int]:
+    """0-based indices of the lines whose tokens weigh most for ``cls`` against benign (positive weight only),
+    in line order."""
+    c = model.classes.index(cls)
+    b = model.classes.index(BENIGN)
+    scored = []
+    for i, line in enumerate(text.splitlines()):
+        if i >= MAX_LINES:
+            break
+        w = sum(model.log_prob[t][c] - model.log_prob[t][b] for t in set(line_tokens(line)) if t in model.log_prob)
+        if w > 0:
+            scored.append((-w, i))
+    return sorted(i for _, i in sorted(scored)[:limit])
+
+
+@dataclass(frozen=True)
+class Settings:
+    """When the prior answers: its best failure class beats benign by at least ``min_margin`` (mean log ratio
+    per known token) on a document with at least ``min_tokens`` known tokens. Chosen by cross-validation on the
+    gated corpus (docs/evidence.md, "Round 3k")."""
+
+    min_margin: float
+    min_tokens: int
+    confidence: float = 0.3
+
+
+def decide(reading: Reading | None, settings: Settings) -> str | None:
+    if reading is None or reading.tokens < settings.min_tokens or reading.margin < settings.min_margin:
+        return None
+    return reading.cls
+
+
+def corpus_hash(items: Iterable[tuple[str, str, bytes]]) -> str:
+    """sha256 over the sorted (relative path, class, content) of the training samples."""
+    h = hashlib.sha256()
+    for rel, cls, data in sorted(items):
+        h.update(rel.encode() + b"\0" + cls.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def default_model() -> Model | None:
+    """The packaged model, or None when it is missing or unreadable (the fallback is then off)."""
+    try:
+        return Model.from_json(json.loads(MODEL_PATH.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def default_settings(model: Model | None = None) -> Settings | None:
+    """The settings recorded in the model file (``meta.settings``), None when it records none."""
+    m = model or default_model()
+    s = (m.meta.get("settings") if m else None) or None
+    if not isinstance(s, dict):
+        return None
+    return Settings(float(s["min_margin"]), int(s["min_tokens"]), float(s.get("confidence", 0.3)))
+
+
+# The fallback classify.py calls; off unless enabled (docs/evidence.md, "Round 3k": not adopted by default).
+_ACTIVE: list[tuple[Model, Settings]] = []
+
+
+def enable(model: Model | None = None, settings: Settings | None = None) -> bool:
+    """Turn the fallback on with ``model`` (default: the packaged one) and ``settings`` (default: the ones the
+    model file records). False, and the fallback stays off, when there is no model or no settings."""
+    m = model or default_model()
+    s = settings or (default_settings(m) if m else None)
+    _ACTIVE.clear()
+    if m is None or s is None:
+        return False
+    _ACTIVE.append((m, s))
+    return True
+
+
+def disable() -> None:
+    _ACTIVE.clear()
+
+
+def enabled() -> bool:
+    return bool(_ACTIVE)
+
+
+def finding(model: Model, settings: Settings, text: str, name: str) -> Finding | None:
+    """The prior's finding for a text nothing recognised, or None when it is not clearly for a failure class."""
+    r = read(model, text)
+    cls = decide(r, settings)
+    if r is None or cls is None:
+        return None
+    lines = evidence_lines(model, text, cls)
+    facts = compact({
+        "prior_class": cls,
+        "margin": round(r.margin, 3),
+        "known_tokens": r.tokens,
+        "top_tokens": list(r.top_tokens),
+        "model_corpus": str(model.meta.get("corpus_sha256", ""))[:12] or None,
+        "reading": "a word-level prior, not a recognised message: nothing in the catalogue matched, and the "
+                   f"words of these lines are those the corpus' {cls} samples use",
+        "next_step": "read the lines; if they show a real failure in a new format, add a signature "
+                     "(docs/evidence.md)",
+    })
+    return Finding(name, "word_prior", False, HINT_OF_CATEGORY[cls], settings.confidence, facts,
+                   line_numbers(lines), "prior", severity="warning", category=cls)
+
+
+def fallback(text: str, name: str) -> Finding | None:
+    """The active prior's finding (classify.py, only when no parser found anything); never raises."""
+    if not _ACTIVE:
+        return None
+    model, settings = _ACTIVE[0]
+    try:
+        return finding(model, settings, text, name)
+    except Exception:  # the fallback must never cost the file its reading
+        return None

@@ -1,0 +1,156 @@
+"""The word-level prior (evidence/prior.py): tokenizer and model are deterministic, the packaged model is current
+with the gated corpus, the fallback answers only where nothing was recognised and never raises."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llm_oncall.evidence import prior, prior_train
+from llm_oncall.evidence.classify import classify_text
+
+CORPUS = Path(__file__).parent / "real"
+
+# words no signature reads, so the catalogue finds nothing in them
+TOY = [
+    ("the frobnicator wobbles, the sprocket jams", "hang"),
+    ("sprocket jams again, frobnicator wobbles", "hang"),
+    ("the sprocket gleams, the frobnicator hums", "benign"),
+    ("frobnicator hums and gleams", "benign"),
+    ("the widget squeaks purple noise", "bad-output"),
+    ("purple noise from the widget", "bad-output"),
+]
+HANGING = "the frobnicator wobbles and the sprocket jams"
+
+
+@pytest.fixture
+def toy_prior() -> Iterator[prior.Model]:
+    model = prior.train(TOY, top_k=50, min_df=1)
+    prior.enable(model, prior.Settings(min_margin=-100.0, min_tokens=1))
+    try:
+        yield model
+    finally:
+        prior.disable()
+
+
+def test_tokens_drop_numbers_hex_paths_and_split_words() -> None:
+    toks = prior.line_tokens("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234 GPU has fallen off the bus 0xdeadbeef")
+    assert "xid" in toks and "fallen" in toks and "fallen off" in toks and "the bus" in toks
+    assert not any(any(ch.isdigit() for ch in t) for t in toks)
+    assert "deadbeef" not in toks
+    assert prior.line_tokens("ray.exceptions.RaySystemError: System error")[:4] == ["ray", "exceptions", "ray",
+                                                                                   "system"]
+    assert "usr" not in prior.line_tokens("File /usr/lib/python3/site-packages/vllm/worker.py line 3")
+    assert prior.line_tokens("https://github.com/vllm-project/vllm/issues/1 hangs") == ["hangs"]
+    assert prior.line_tokens("输出大量重复") == ["输出", "出大", "大量", "量重", "重复"]
+    assert prior.line_tokens("") == []
+
+
+def test_training_is_deterministic_and_round_trips() -> None:
+    a = prior.train(TOY, top_k=50, min_df=1)
+    b = prior.train(list(reversed(TOY)), top_k=50, min_df=1)
+    assert a.to_json() == b.to_json()
+    c = prior.Model.from_json(json.loads(json.dumps(a.to_json())))
+    assert c.to_json() == a.to_json()
+    r = prior.read(a, HANGING)
+    assert r is not None and r.cls == "hang" and r.margin > 0
+    assert prior.read(a, "zzz qqq") is None
+    assert prior.decide(r, prior.Settings(min_margin=r.margin + 1, min_tokens=1)) is None
+    assert prior.decide(r, prior.Settings(min_margin=0.0, min_tokens=r.tokens + 1)) is None
+    assert prior.decide(r, prior.Settings(min_margin=0.0, min_tokens=1)) == "hang"
+
+
+def test_packaged_model_is_current_with_the_gated_corpus() -> None:
+    """`PYTHONPATH=src python scripts/prior.py train` after any change to tests/evidence/real."""
+    model = prior.default_model()
+    assert model is not None and prior.default_settings(model) is not None
+    items = prior_train.training_set(CORPUS)
+    assert model.meta["corpus_sha256"] == prior_train.training_sha256(items), "run scripts/prior.py train"
+    assert model.meta["samples"] == len(items)
+    again = prior.train([(text, cls) for _, cls, text in items], top_k=model.meta["top_k"],
+                        min_df=model.meta["min_df"], alpha=model.meta["alpha"])
+    assert prior.Model.from_json(again.to_json()).log_prob == model.log_prob
+    assert model.meta["settings"]["confidence"] <= 0.35
+    assert model.meta["adopted"] is False
+
+
+def test_off_by_default() -> None:
+    assert not prior.enabled()
+    f = classify_text(HANGING + "\n", "x.txt")
+    assert f.kind == "unknown" and f.benign and f.confidence == 0
+
+
+def test_fallback_answers_only_where_nothing_was_found(toy_prior: prior.Model) -> None:
+    text = "```\nintro\n```\n" + HANGING + "\nnothing else\n"
+    f = classify_text(text, "x.txt")
+    assert f.kind == "word_prior" and f.category == "hang" and not f.benign and f.confidence <= 0.35
+    assert f.parser == "prior" and f.incident_hint == "engine-hang"
+    assert f.lines == (4,)  # the paste's own line numbers
+    assert "word-level prior" in f.facts["reading"]
+
+
+def test_fallback_never_overrides_a_signature_or_a_benign_reading(toy_prior: prior.Model) -> None:
+    xid = "[  12.3] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n" + HANGING + "\n"
+    f = classify_text(xid, "dmesg.txt")
+    assert f.kind == "xid_79" and all(g.parser != "prior" for g in f.findings)
+    # a recognised healthy format (a benign finding) keeps its benign reading
+    healthy = ("INFO 01-01 00:00:00 metrics.py:1] Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: "
+               "20.0 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 5.0%, "
+               "CPU KV cache usage: 0.0%.\n" + HANGING + "\n")
+    g = classify_text(healthy, "vllm.log")
+    assert all(x.parser != "prior" for x in g.findings)
+    # error lines the catalogue does not know (unknown, not benign) are not replaced either
+    u = classify_text("Traceback (most recent call last):\nFooError: " + HANGING + "\n", "t.txt")
+    assert u.kind == "unknown" and all(x.parser != "prior" for x in u.findings)
+
+
+def test_packaged_fallback_on_one_held_out_sample() -> None:
+    """The one 3j sample the chosen settings answer (docs/evidence.md, "Round 3k")."""
+    p = (Path(__file__).parent / "holdout" / "fresh-2026-12j-check"
+         / "failed_to_instantiate_cuda_graph_not_permitted_keras_inaseg_105.txt")
+    assert prior.enable()
+    try:
+        f = classify_text(p.read_text(encoding="utf-8"), p.name)
+    finally:
+        prior.disable()
+    assert f.kind == "word_prior" and f.category == "cuda-graph" and f.lines
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=3000))
+def test_fuzz_never_raises(text: str) -> None:
+    model = prior.default_model()
+    assert model is not None
+    prior.line_tokens(text)
+    r = prior.read(model, text)
+    f = prior.finding(model, prior.Settings(min_margin=-100.0, min_tokens=1), text, "fuzz.txt")
+    n = len(text.splitlines())
+    if f is not None:
+        assert r is not None and all(1 <= x <= n for x in f.lines)
+    prior.enable(model, prior.Settings(min_margin=-100.0, min_tokens=1))
+    try:
+        g = classify_text(text, "fuzz.txt")
+    finally:
+        prior.disable()
+    assert all(1 <= x <= max(n, 1) for x in g.lines)
+
+
+def test_cli_prior_option_is_off_by_default_and_on_when_asked(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from llm_oncall.cli.evidence import app
+
+    p = (Path(__file__).parent / "holdout" / "fresh-2026-12j-check"
+         / "failed_to_instantiate_cuda_graph_not_permitted_keras_inaseg_105.txt")
+    runner = CliRunner()
+    off = runner.invoke(app, ["classify", str(p), "--json"])
+    on = runner.invoke(app, ["classify", str(p), "--json", "--prior"])
+    assert off.exit_code == 0 and on.exit_code == 0
+    assert json.loads(off.stdout)[0]["kind"] == "unknown"
+    assert json.loads(on.stdout)[0]["kind"] == "word_prior"
+    assert not prior.enabled()
