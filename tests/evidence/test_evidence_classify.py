@@ -123,3 +123,14 @@ def test_xid_catalogue_covers_the_reference_codes() -> None:
         assert xid.info(code).incident == "engine-hang" and xid.info(code).category == "nvlink"
     assert xid.info(79).category == "gpu-hardware" and xid.info(79).scope == "node"
     assert xid.info(999).meaning == "unlisted Xid" and xid.info(999).category == "unknown"
+
+
+def test_a_container_log_stream_is_not_read_as_a_document() -> None:
+    """A PR that names an Xid is a mention (benign); the same lines as a container's own output (the live loop's
+    log tail, `stream=True`) are an event: the document-level readings do not apply to a process's output."""
+    text = ("## Summary\nThis PR fixes the handling of Xid 79 so the node is cordoned.\n"
+            "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.\n## Test plan\nunit tests")
+    as_document = cl.classify_text(text, "pr.md")
+    as_stream = cl.classify_text(text, "pod/vllm", stream=True)
+    assert as_document.benign and as_document.kind == "error_named_in_prose"
+    assert not as_stream.benign and as_stream.kind == "xid_79" and as_stream.category == "gpu-hardware"

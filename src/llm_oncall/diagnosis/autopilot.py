@@ -60,7 +60,7 @@ class Autopilot:
         for name, lines in batch.logs.items():
             tail = self._log_tail.setdefault(name, deque(maxlen=LOG_TAIL))
             tail.extend(lines)
-            finding = classify_text("\n".join(tail), name)
+            finding = classify_text("\n".join(tail), name, stream=True)  # a container's own output
             self.findings[name] = finding
 
     def add_findings(self, findings: Sequence[Finding]) -> None:

@@ -181,8 +181,13 @@ def _quoted_in_change(text: str, u: Finding) -> Finding:
                      severity="info", category="benign")
 
 
-def classify_all(text: str, name: str) -> list[Finding]:
-    """Every parser's findings for ``text``, most severe first."""
+def classify_all(text: str, name: str, stream: bool = False) -> list[Finding]:
+    """Every parser's findings for ``text``, most severe first.
+
+    ``stream``: the text is a process's own output as the runtime hands it over (a container's log tail), never a
+    document someone wrote, so the document-level readings (a change document, a how-to, a resolved thread, a
+    sentence describing a behaviour) do not apply; they are the costliest part of a live round's classification.
+    """
     text_in = text
     found: list[Finding] = []
     failed: list[str] = []
@@ -213,11 +218,12 @@ def classify_all(text: str, name: str) -> list[Finding]:
             failed.append("outputs")
         if g is not None:
             found.append(g)
-    found = _mentions_demoted(text_in, name, found)
+    if not stream:
+        found = _mentions_demoted(text_in, name, found)
     if not any(not f.benign for f in found):
         u = _unknown_errors(text, name, found)
         if u is not None:
-            found.append(_quoted_in_change(text_in, u))
+            found.append(u if stream else _quoted_in_change(text_in, u))
     if not found and prior.enabled():  # nothing recognised at all: the word-level prior may say a class
         p = prior.fallback(text_in, name)
         if p is not None:
@@ -230,13 +236,13 @@ def classify_all(text: str, name: str) -> list[Finding]:
     return found
 
 
-def classify_text(text: str, name: str) -> Finding:
+def classify_text(text: str, name: str, stream: bool = False) -> Finding:
     """The file's most severe finding, with every finding of the file in ``findings``.
 
-    Kind "unknown" (benign, no hint, confidence 0) when nothing matched at all.
+    Kind "unknown" (benign, no hint, confidence 0) when nothing matched at all. ``stream``: see classify_all.
     """
     try:
-        found = classify_all(text, name)
+        found = classify_all(text, name, stream)
     except Exception:  # last line of defence: classification is called on arbitrary user files
         return unknown(name)
     if not found:
