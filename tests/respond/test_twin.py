@@ -86,6 +86,18 @@ def test_a_prediction_misses_beyond_twice_and_two_scrapes() -> None:
     assert verify.prediction_miss(60.0, None, 600.0, 160.0) is not None  # late beyond ×2
 
 
+def test_a_twin_that_does_not_page_acts_at_the_live_incidents_age() -> None:
+    """The twin's own diagnosis may name another incident than the plan's (here its surge pages kv-capacity, the
+    plan is for long-context-starvation): it acts once it has been red as long as the live fleet was, not minutes
+    later, so a prediction from onset is comparable with the live fleet's."""
+    feats = _history(red=2, arrival_rate_ratio=2.2)
+    spec = twin.calibrate(_d("kv-capacity"), feats, [_snap(f.t) for f in feats])
+    assert spec.red_scrapes == 2
+    out = twin.run(spec, "long-context-starvation", [], "nothing", horizon_s=15.0)
+    assert out.error is None
+    assert out.age_s is not None and 2 * spec.interval_s <= out.age_s <= 5 * spec.interval_s, out.age_s
+
+
 def _notes(db: Path, incident_id: str | None) -> list[dict[str, Any]]:
     assert incident_id is not None
     store = IncidentStore(db)

@@ -53,8 +53,6 @@ WARMUP_S = 285.0
 """Healthy scrapes before the twin's fault: the baselines its features and recovery signals compare against."""
 ALIGN_MAX_S = 600.0
 """The longest the twin waits for its fault to show before acting anyway."""
-ALIGN_PAGE_S = 300.0
-"""A twin whose diagnosis has not named the incident by then acts on its red scrapes alone."""
 SEED = 1
 """One seed for every run of a prediction (common random numbers)."""
 
@@ -373,15 +371,17 @@ def run(spec: TwinSpec, incident: str, actions: Sequence[Action], name: str,
     baselines = {s.name: verify.baseline(history, s, spec.fault.at) for s in verify.signals(incident)}
     # The action comes when the twin's own diagnosis pages the incident and the twin has been red as many scrapes
     # in a row as the live fleet had: the twin's incident then stands where the live one stood (its detection lag,
-    # a rollout's progress, a queue's depth). A twin whose diagnosis names something else acts on the red scrapes
-    # alone once ALIGN_PAGE_S have passed.
+    # a rollout's progress, a queue's depth). A twin whose diagnosis names something else acts on its red scrapes
+    # alone, at the live incident's age: not before the twin's fault is as old as the live fleet's red run.
     streak, paged = 0, False
+    age_s = max(1, spec.red_scrapes) * iv
     while fleet.now < spec.fault.at + ALIGN_MAX_S - 1e-9:
         obs = scrape()
         d = pilot.last
         paged = paged or (d is not None and d.pages and d.incident == incident)
         streak = streak + 1 if red(incident, pilot.features[-1], obs, baselines) else 0
-        if streak >= spec.red_scrapes and (paged or (streak >= 1 and fleet.now >= spec.fault.at + ALIGN_PAGE_S)):
+        if (paged and streak >= spec.red_scrapes) or (streak >= max(1, spec.red_scrapes)
+                                                      and fleet.now >= spec.fault.at + age_s):
             break
     else:
         out.error = f"the twin's fault did not page within {ALIGN_MAX_S:.0f} s"
