@@ -257,3 +257,15 @@ def test_a_review_approval_makes_a_change_document() -> None:
 
 def test_if_it_gets_stuck_is_a_hypothesis() -> None:
     assert _quiet("vLLM has no watchdog. If it gets stuck, it stays stuck until one of us restarts the container.\n")
+
+
+def test_llamacpp_kshift_abort_is_other_failure() -> None:
+    assert _cat("/llama.cpp/src/llama.cpp:18430: Deepseek2 does not support K-shift\n") == "other-failure"
+
+
+def test_kshift_abort_in_source_is_not() -> None:
+    assert _quiet('            GGML_ABORT("The current KV cache / model configuration does not support K-shift");\n')
+
+
+def test_observe_garbled_output_as_a_repro_step_is_bad_output() -> None:
+    assert _cat("### Steps to Reproduce\n1. Load any GGUF model\n2. Observe garbled/corrupted output\n") == "bad-output"
