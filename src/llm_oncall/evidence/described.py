@@ -88,21 +88,35 @@ _GUIDE = re.compile(
 # "Cause", "Resolution", "How to diagnose it", "What to do"), the captions of its example lines ("Typical
 # kernel-log signature", "XID Log Examples") and its definitions ("This XID indicates ..."). Two different marks
 # make a page that quotes errors to explain them; a bug report's single "### Workaround" heading does not.
-_REFERENCE = re.compile(
-    r"(?im)^\s{0,3}(?:#{1,4}\s{0,3})?(?:\d{1,2}[.)]\s{0,2})?"
-    r"(?P<heading>Symptoms?|Causes?|Possible causes|Root cause|Resolution|"
+_REFERENCE_HEADING = re.compile(
+    r"(?i)^\s{0,3}(?:#{1,4}\s{0,3})?(?:\d{1,2}[.)]\s{0,2})?"
+    r"(?:Symptoms?|Causes?|Possible causes|Root cause|Resolution|"
     r"Diagnos(?:e|is|tic order)|How to (?:diagnose|fix|resolve|troubleshoot)(?: it)?|What it means|What to do|"
     r"Signal or noise\??|Prevention|Remediation|Recommended actions?)\s{0,2}[:#]?[^\n]{0,40}$"
-    r"|\b(?P<caption>typical (?:kernel[- ]log |log |dmesg )?signature|(?:XID|Xid|error|log) (?:log )?examples)\b"
-    r"|\b(?P<definition>this (?:XID|Xid|error|error code|event) (?:indicates|means|is raised when))\b"
 )
+_REFERENCE_PHRASE = re.compile(
+    r"(?i)\b(?:typical (?:kernel[- ]log |log |dmesg )?signature|(?:XID|error|log) (?:log )?examples"
+    r"|this (?:XID|error|error code|event) (?:indicates|means|is raised when))\b"
+)
+_REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when")
 
 
 def _reference_marks(prose: str) -> int:
-    marks = set()
-    for m in _REFERENCE.finditer(prose):
-        kind = m.lastgroup or ""
-        marks.add((kind, m.group(kind).strip().lower()[:20] if kind else ""))
+    """Distinct reference-page marks in the prose (at most 2 are counted): headings on short lines, captions and
+    definitions on lines that hold one of their words."""
+    marks: set[str] = set()
+    for line in prose.split("\n"):
+        if len(line) <= 60:
+            m = _REFERENCE_HEADING.match(line)
+            if m:
+                marks.add(line.strip().lower()[:20])
+        low = line.lower()
+        if any(w in low for w in _REFERENCE_CHEAP):
+            m = _REFERENCE_PHRASE.search(line)
+            if m:
+                marks.add(m.group(0).lower()[:20])
+        if len(marks) >= 2:
+            break
     return len(marks)
 
 
