@@ -110,15 +110,23 @@ def test_fallback_never_overrides_a_signature_or_a_benign_reading(toy_prior: pri
 
 
 def test_packaged_fallback_on_one_held_out_sample() -> None:
-    """The one 3j sample the chosen settings answer (docs/evidence.md, "Round 3k")."""
+    """The one 3j sample the chosen settings answer (docs/evidence.md, "Round 3k"). Since round 3l a signature
+    reads its XLA line (cuda-graph-instantiate-failed), so the fallback no longer runs in the classifier; the
+    packaged model's own answer on the text is unchanged."""
     p = (Path(__file__).parent / "holdout" / "fresh-2026-12j-check"
          / "failed_to_instantiate_cuda_graph_not_permitted_keras_inaseg_105.txt")
+    text = p.read_text(encoding="utf-8")
+    model = prior.default_model()
+    settings = prior.default_settings(model)
+    assert model is not None and settings is not None
+    f = prior.finding(model, settings, text, p.name)
+    assert f is not None and f.kind == "word_prior" and f.category == "cuda-graph" and f.lines
     assert prior.enable()
     try:
-        f = classify_text(p.read_text(encoding="utf-8"), p.name)
+        g = classify_text(text, p.name)
     finally:
         prior.disable()
-    assert f.kind == "word_prior" and f.category == "cuda-graph" and f.lines
+    assert g.kind == "cuda_graph_instantiate_failed" and g.category == "cuda-graph"
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
@@ -145,8 +153,11 @@ def test_cli_prior_option_is_off_by_default_and_on_when_asked(tmp_path: Path) ->
 
     from llm_oncall.cli.evidence import app
 
-    p = (Path(__file__).parent / "holdout" / "fresh-2026-12j-check"
-         / "failed_to_instantiate_cuda_graph_not_permitted_keras_inaseg_105.txt")
+    src = (Path(__file__).parent / "holdout" / "fresh-2026-12j-check"
+           / "failed_to_instantiate_cuda_graph_not_permitted_keras_inaseg_105.txt")
+    # without the XLA message round 3l's signature reads, nothing is recognised and the fallback decides
+    p = tmp_path / src.name
+    p.write_text(src.read_text(encoding="utf-8").replace("Failed to instantiate CUDA graph: ", ""), encoding="utf-8")
     runner = CliRunner()
     off = runner.invoke(app, ["classify", str(p), "--json"])
     on = runner.invoke(app, ["classify", str(p), "--json", "--prior"])

@@ -38,6 +38,7 @@ _CHANGE = re.compile(
     r"|\b[Tt]his is an? (?:permanent |proper |quick |temporary |small |simple )?(?:fix|workaround|feature|refactor)\b"
     r"|\b(?:[Vv]alidated|[Tt]ested|[Vv]erified|[Cc]onfirmed) (?:this|the) (?:fix|patch|change|PR)\b"
     r"|\b[Ww]ith(?:out)? (?:this|the) (?:patch|fix|change|PR)\b|\+1 to merge\b|^\s{0,3}LGTM\b"
+    r"|^\s{0,3}(?:[Ll]ooks|[Ll]ooking) (?:correct|good|right|fine) to me\b"
     r"|^\s{0,3}(?:We|This PR|This change) (?:add|adds|introduce|introduces|implement|implements|remove|removes|"
     r"replace|replaces)\b",
     re.MULTILINE,
@@ -83,6 +84,42 @@ _GUIDE = re.compile(
     r"remove|downgrade)\b",
     re.MULTILINE,
 )
+# a reference page (documentation, a troubleshooting guide, an error catalogue): its section headings ("Symptom",
+# "Cause", "Resolution", "How to diagnose it", "What to do"), the captions of its example lines ("Typical
+# kernel-log signature", "XID Log Examples") and its definitions ("This XID indicates ..."). Two different marks
+# make a page that quotes errors to explain them; a bug report's single "### Workaround" heading does not.
+_REFERENCE_HEADING = re.compile(
+    r"(?i)^\s{0,3}(?:#{1,4}\s{0,3})?(?:\d{1,2}[.)]\s{0,2})?"
+    r"(?:Symptoms?|Causes?|Possible causes|Root cause|Resolution|"
+    r"Diagnos(?:e|is|tic order)|How to (?:diagnose|fix|resolve|troubleshoot)(?: it)?|What it means|What to do|"
+    r"Signal or noise\??|Prevention|Remediation|Recommended actions?)\s{0,2}[:#]?[^\n]{0,40}$"
+)
+_REFERENCE_PHRASE = re.compile(
+    r"(?i)\b(?:typical (?:kernel[- ]log |log |dmesg )?signature|(?:XID|error|log) (?:log )?examples"
+    r"|this (?:XID|error|error code|event) (?:indicates|means|is raised when))\b"
+)
+_REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when")
+
+
+def _reference_marks(prose: str) -> int:
+    """Distinct reference-page marks in the prose (at most 2 are counted): headings on short lines, captions and
+    definitions on lines that hold one of their words."""
+    marks: set[str] = set()
+    for line in prose.split("\n"):
+        if len(line) <= 60:
+            m = _REFERENCE_HEADING.match(line)
+            if m:
+                marks.add(line.strip().lower()[:20])
+        low = line.lower()
+        if any(w in low for w in _REFERENCE_CHEAP):
+            m = _REFERENCE_PHRASE.search(line)
+            if m:
+                marks.add(m.group(0).lower()[:20])
+        if len(marks) >= 2:
+            break
+    return len(marks)
+
+
 # the thread's problem is solved: the quoted (blockquoted) error is history, the rest says it works now
 _RESOLVED = re.compile(
     r"(?i)\bturns out (?:that'?s|it was|the)\b|\bthat(?:'s| is| was) (?:what|why) my (?:issue|problem)\b"
@@ -171,6 +208,8 @@ def is_guide(text: str) -> bool:
     it means that ...", "For `Error 802: ...`, install `nvidia-fabricmanager`"), in prose with no first person who
     hit it."""
     prose = "\n".join(line for _, line in _unfenced(text))
+    if _reference_marks(prose) >= 2 and not _REPORT.search(prose):
+        return True
     low = prose.lower()
     if " you " not in low and "it means" not in low and "for " not in low and "to " not in low:  # a cheap test
         return False

@@ -105,6 +105,9 @@ def _loop(text: str) -> tuple[str, int] | None:
             return unit, k
         if k >= 20 and unit.strip():
             return unit, k
+        # a syllable loop over most of the text ("metryryryryry…"): a short unit with a letter, 12+ times
+        if k >= 12 and p <= 4 and covered >= 0.5 * n and any(ch.isalpha() for ch in unit):
+            return unit, k
     return None
 
 

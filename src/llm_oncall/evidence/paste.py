@@ -30,7 +30,8 @@ from llm_oncall.evidence.model import MAX_LINE_CHARS, split_lines
 
 _FENCE = re.compile(r"^\s{0,8}(?:`{3,}|~{3,})[\w+.-]{0,30}\s*$")
 _QUOTE_MARK = re.compile(r"^\s{0,3}(?:>\s?){1,4}")
-_ANSI = re.compile(r"\x1b\[[0-9;]{0,20}[A-Za-z]|^\[\d{1,3}(?:;\d{1,3}){0,4}m")
+# also syslog's escaped form of ESC ("#033[31mERROR#033[0m": rsyslog writes control characters as #ooo)
+_ANSI = re.compile(r"(?:\x1b|#033)\[[0-9;]{0,20}[A-Za-z]|^\[\d{1,3}(?:;\d{1,3}){0,4}m")
 # docker compose: "service-1  | " (a name, padding, a bar); the same prefix on several lines
 _COMPOSE = re.compile(r"^([A-Za-z0-9][\w.@-]{0,62})\s{1,24}\| ")
 _ANNOTATION = re.compile(r"\s{1,8}(?:<-{1,3}|←|#\s{0,2}<-{1,3})\s{0,4}[^\n]{0,120}$")
@@ -68,6 +69,11 @@ _ESCAPE_OF = {"\\n": "\n", "\\r": "\r", "\\t": "\t"}
 # inline code around the text after a cue ("Output generated : `iguiguigui...`"): the output is inside
 _INLINE_CODE = re.compile(r"^\s*`([^`]+)`?\s*$")
 # an output introduced by where it sits ("as per example below.", "the example below ...:", "(see below)")
+# a line that is nothing but the cue word ("outputs", "**Output**", "## Response"): the fence or paragraph under
+# it is what the model produced
+_CUE_ALONE = re.compile(
+    r"^\s{0,3}(?:#{1,4}\s{0,2})?[*_]{0,2}\s{0,2}(?:the\s+)?(?:model\s+)?(?:output|outputs|response|responses|"
+    r"result|results|answer|generated text|completion)\s{0,2}[*_]{0,2}\s{0,2}$", re.IGNORECASE)
 _CUE_BELOW = re.compile(
     r"\b(?:example|examples|output|outputs|result|response|answer|text|sample)\b[^\n]{0,24}\bbelow\b"
     r"|\bbelow\W{0,3}$|\(see below\)\W{0,2}$", re.IGNORECASE)
@@ -135,7 +141,7 @@ def _compose_prefixes(lines: Sequence[str]) -> set[str]:
 
 def _clean_line(line: str, prefixes: set[str]) -> str:
     line = line[:MAX_LINE_CHARS]
-    if "\x1b" in line or line.startswith("["):
+    if "\x1b" in line or "#033[" in line or line.startswith("["):
         line = _ANSI.sub("", line)
     q = _QUOTE_MARK.match(line)
     if q and q.end() > 0:
@@ -280,7 +286,8 @@ def _quoted(raw: Sequence[str], clean: list[str], blocks: list[Block], fenced: s
             _add(out, i, speaker.group("rest"), "speaker")
             i += 1
             continue
-        cue = _CUE.search(line) or _CUE_TRAILING.search(line) or _CUE_BELOW.search(line)
+        cue = (_CUE.search(line) or _CUE_TRAILING.search(line) or _CUE_BELOW.search(line)
+               or _CUE_ALONE.search(line))
         if cue:
             rest = cue.groupdict().get("rest") or ""
             named = bool(_NAMED_GARBAGE.search(line))
