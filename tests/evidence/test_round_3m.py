@@ -153,7 +153,8 @@ def test_positive_kv_cache_memory_is_not() -> None:
 
 
 def test_oom_told_in_chinese_is_other_failure() -> None:
-    assert _cat("在三卡2080ti 22G环境上运行如下示例代码，报OOM，似乎cache_max_entry_count=0.2没有生效。\n") == "other-failure"
+    text = "在三卡2080ti 22G环境上运行如下示例代码，报OOM，似乎cache_max_entry_count=0.2没有生效。\n"
+    assert _cat(text) == "other-failure"
 
 
 @pytest.mark.parametrize("text", ["如何避免显存不足？\n", "如果出现 OOM，请调小 gpu_memory_utilization。\n"])

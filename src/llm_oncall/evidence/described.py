@@ -99,7 +99,8 @@ _REFERENCE_HEADING = re.compile(
 _REFERENCE_PHRASE = re.compile(
     r"(?i)\b(?:typical (?:kernel[- ]log |log |dmesg )?signature|(?:XID|error|log) (?:log )?examples"
     r"|this (?:XID|error|error code|event) (?:indicates|means|is raised when)"
-    r"|(?:logs?|messages?|events?|lines?) (?:are|is) in the following format|(?:event|health|kernel) log looks like this)\b"
+    r"|(?:logs?|messages?|events?|lines?) (?:are|is) in the following format"
+    r"|(?:event|health|kernel) log looks like this)\b"
 )
 _REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when", "following format", "looks like this")
 
