@@ -28,7 +28,8 @@ from llm_oncall.evidence import paste
 # the marks of a change: PR / commit / feature-request templates and the sentences that open them
 _CHANGE = re.compile(
     r"^\s{0,3}#{1,4}\s{0,3}(?:Changes|Motivation|Modifications|What this PR does|Description of changes|"
-    r"Test plan|Testing Done|Proposed (?:Solution|Fix|Change)s?|Feature Summary|Feature request|Implementation)\b"
+    r"Test plan|Testing Done|Proposed (?:Solution|Fix|Change)s?|Feature Summary|Feature request|Implementation|"
+    r"What(?:'s| has)? changed(?: and why)?|Summary of changes|Changes made)\b"
     r"|\b[Tt]his (?:PR|pull request|patch|commit|MR|changeset)\b"
     r"|^\s{0,3}(?:[-*]\s{1,3})?(?:Fixes|Closes|Resolves|Fix|Fixed|Close|Resolve)\s{1,3}(?:#\d{1,7}|https?://\S{1,200}/(?:issues|pull)/\d{1,7})"
     r"|^\s{0,3}(?:fix|feat|chore|docs|refactor|perf|test)(?:\([^)\n]{1,40}\))?!?:\s"
@@ -39,6 +40,7 @@ _CHANGE = re.compile(
     r"|\b(?:[Vv]alidated|[Tt]ested|[Vv]erified|[Cc]onfirmed) (?:this|the) (?:fix|patch|change|PR)\b"
     r"|\b[Ww]ith(?:out)? (?:this|the) (?:patch|fix|change|PR)\b|\+1 to merge\b|^\s{0,3}LGTM\b"
     r"|^\s{0,3}(?:[Ll]ooks|[Ll]ooking) (?:correct|good|right|fine) to me\b"
+    r"|\b(?:[Bb]oth|[Tt]hese|[Tt]he|[Aa]ll) changes? (?:is|are) backwards?[- ]compatible\b"
     r"|^\s{0,3}(?:We|This PR|This change) (?:add|adds|introduce|introduces|implement|implements|remove|removes|"
     r"replace|replaces)\b",
     re.MULTILINE,
@@ -96,9 +98,11 @@ _REFERENCE_HEADING = re.compile(
 )
 _REFERENCE_PHRASE = re.compile(
     r"(?i)\b(?:typical (?:kernel[- ]log |log |dmesg )?signature|(?:XID|error|log) (?:log )?examples"
-    r"|this (?:XID|error|error code|event) (?:indicates|means|is raised when))\b"
+    r"|this (?:XID|error|error code|event) (?:indicates|means|is raised when)"
+    r"|(?:logs?|messages?|events?|lines?) (?:are|is) in the following format"
+    r"|(?:event|health|kernel) log looks like this)\b"
 )
-_REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when")
+_REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when", "following format", "looks like this")
 
 
 def _reference_marks(prose: str) -> int:

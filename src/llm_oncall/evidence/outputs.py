@@ -509,6 +509,13 @@ def _log_samples(text: str) -> list[Sample] | None:
 _LOGLIKE = re.compile(r"^\s{0,4}(?:\[\s{0,8}[\d+]|\d{4}[-/]\d\d[-/]\d\d[ T]|\d{1,2}:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d |"
                       r"[IWEF]\d{4} |\(\w{1,40} pid=\d{1,8}\)|\||\+[-=]|[a-z][a-z0-9]{0,30}_[a-z0-9_]{1,40} ?: )")
 _LEVEL = re.compile(r"\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
+# more log shapes no model writes: dmesg -T's "[Fri Apr 17 19:56:43 2026]", glog / c10's "[W1015 16:32:20.40",
+# CANN's error-code lines ("EH9999: ..."), a kernel driver's "amdgpu 0000:65:00.0: ", CANN's source marks
+# ("[FUNC:FuncErrorReason][FILE:error_message_manage.cc]"), and a sensor or event table of three or more
+# bracketed "[Key: value]" fields per line (ESXi's "[Ok] [Type: Memory] [Name: ...] [Label: Green]")
+_LOGSHAPE = re.compile(r"^\s{0,4}(?:\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]|\[[IWEF]\d{4} \d\d:|"
+                       r"E[A-Z]\d{4}: |[a-z][\w-]{1,20} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: )|"
+                       r"\[FUNC:\w{1,60}\]\[FILE:|(?:\[[A-Z][A-Za-z ]{0,20}: [^\]\n]{1,120}\][ \t]{0,4}){3}")
 # Producers whose output is never a model's answer: repetition in their rows (one state per NVLink link, the
 # same driver message every second) is the format, not a degenerate completion.
 _MARKERS = ("NVRM", "NVIDIA-SMI", "Traceback", "NCCL", "DCGM", "Thread 0x", "nvidia-smi", "GPU 0", "#Entity",
@@ -521,7 +528,7 @@ def _plain_sample(text: str) -> Sample | None:
     lines = [ln for ln in split_lines(text) if ln.strip()]
     if not lines:
         return None
-    logged = [ln.strip() for ln in lines if _LOGLIKE.match(ln) or _LEVEL.search(ln)]
+    logged = [ln.strip() for ln in lines if _LOGLIKE.match(ln) or _LEVEL.search(ln) or _LOGSHAPE.search(ln)]
     if len(logged) / len(lines) >= 0.3:
         return None
     # a log line that comes back verbatim (an error printed at every retry, pasted twice in an issue) is a log's
