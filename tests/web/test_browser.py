@@ -98,11 +98,14 @@ def tab_to(driver: Any, css: str, limit: int = 80) -> bool:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
-    target = driver.find_element("css selector", css)
+    driver.find_element("css selector", css)  # it is on the page
     driver.find_element("css selector", "body").click()
     for _ in range(limit):
         ActionChains(driver).send_keys(Keys.TAB).perform()
-        if driver.switch_to.active_element == target:
+        # matched by selector, not by element: the page's live region is re-rendered every 3 s while the focus is
+        # outside it (on a busy host that happens between two Tabs), which replaces the element found at the start
+        if driver.execute_script("return !!document.activeElement && document.activeElement.matches(arguments[0])",
+                                 css):
             return True
     return False
 
