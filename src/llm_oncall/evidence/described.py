@@ -107,7 +107,8 @@ _REFERENCE_PHRASE = re.compile(
     r"|(?:is|are) supported on the following)\b"
 )
 # a numbered section heading of a manual ("1. Implementation", "3.1. XIDs"): three of them make one mark
-_NUMBERED_SECTION = re.compile(r"^\s{0,3}\d{1,2}(?:\.\d{1,2}){0,2}\.?\s{1,3}[A-Z][A-Za-z-]{2,30}(?:\s[A-Za-z-]{1,20}){0,2}\s*$")
+_NUMBERED_SECTION = re.compile(
+    r"^\s{0,3}\d{1,2}(?:\.\d{1,2}){0,2}\.?\s{1,3}[A-Z][A-Za-z-]{2,30}(?:\s[A-Za-z-]{1,20}){0,2}\s*$")
 _REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when", "following format", "looks like this",
                     "for more", "for general", "for further", "for additional", "for detailed", "on the following")
 
