@@ -30,10 +30,12 @@ _CHANGE = re.compile(
     r"^\s{0,3}#{1,4}\s{0,3}(?:Changes|Motivation|Modifications|What this PR does|Description of changes|"
     r"Test plan|Testing Done|Proposed (?:Solution|Fix|Change)s?|Feature Summary|Feature request|Implementation|"
     r"What(?:'s| has)? changed(?: and why)?|Summary of changes|Changes made)\b"
+    r"|^\s{0,3}#{1,4}\s{0,3}(?:Fix|The fix|Solution)\s*$"
     r"|\b[Tt]his (?:PR|pull request|patch|commit|MR|changeset)\b"
     r"|^\s{0,3}(?:[-*]\s{1,3})?(?:Fixes|Closes|Resolves|Fix|Fixed|Close|Resolve)\s{1,3}(?:#\d{1,7}|https?://\S{1,200}/(?:issues|pull)/\d{1,7})"
     r"|^\s{0,3}(?:fix|feat|chore|docs|refactor|perf|test)(?:\([^)\n]{1,40}\))?!?:\s"
-    r"|^\s{0,3}Signed-off-by:"
+    r"|^\s{0,3}(?:Signed-off-by|Co-authored-by):"
+    r"|^\s{0,3}This commit is contained in:?\s*$"
     r"|^\s{0,3}#{1,4}\s{0,3}Summary by CodeRabbit\b"
     r"|^\s{0,3}[-*]\s{1,3}\*\*(?:Bug Fixes|New Features|Refactor|Chores|Tests|Performance Improvements)\*\*\s*$"
     r"|\b[Tt]his is an? (?:permanent |proper |quick |temporary |small |simple )?(?:fix|workaround|feature|refactor)\b"
@@ -100,20 +102,31 @@ _REFERENCE_PHRASE = re.compile(
     r"(?i)\b(?:typical (?:kernel[- ]log |log |dmesg )?signature|(?:XID|error|log) (?:log )?examples"
     r"|this (?:XID|error|error code|event) (?:indicates|means|is raised when)"
     r"|(?:logs?|messages?|events?|lines?) (?:are|is) in the following format"
-    r"|(?:event|health|kernel) log looks like this)\b"
+    r"|(?:event|health|kernel) log looks like this"
+    r"|see (?:the )?[\w -]{1,40}? for (?:more|general|further|additional|detailed) (?:info|information|details)"
+    r"|(?:is|are) supported on the following)\b"
 )
-_REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when", "following format", "looks like this")
+# a numbered section heading of a manual ("1. Implementation", "3.1. XIDs"): three of them make one mark
+_NUMBERED_SECTION = re.compile(
+    r"^\s{0,3}\d{1,2}(?:\.\d{1,2}){0,2}\.?\s{1,3}[A-Z][A-Za-z-]{2,30}(?:\s[A-Za-z-]{1,20}){0,2}\s*$")
+_REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when", "following format", "looks like this",
+                    "for more", "for general", "for further", "for additional", "for detailed", "on the following")
 
 
 def _reference_marks(prose: str) -> int:
     """Distinct reference-page marks in the prose (at most 2 are counted): headings on short lines, captions and
     definitions on lines that hold one of their words."""
     marks: set[str] = set()
+    numbered = 0
     for line in prose.split("\n"):
         if len(line) <= 60:
             m = _REFERENCE_HEADING.match(line)
             if m:
                 marks.add(line.strip().lower()[:20])
+            elif len(line) <= 40 and line[:4].lstrip()[:1].isdigit() and _NUMBERED_SECTION.match(line):
+                numbered += 1
+                if numbered >= 3:
+                    marks.add("numbered sections")
         low = line.lower()
         if any(w in low for w in _REFERENCE_CHEAP):
             m = _REFERENCE_PHRASE.search(line)
@@ -200,6 +213,62 @@ def code_rows(text: str) -> frozenset[int]:
     return frozenset(rows)
 
 
+# A change document laid out as problem then fix: the fence under its problem heading quotes the failure the change
+# fixes (a CI log, the error it removes), not a new event.
+_PROBLEM_HEADING = re.compile(
+    r"^\s{0,3}#{1,4}\s{0,3}(?:Problem|The problem|Problem statement|Issue|Bug|Root cause|Motivation|Background|"
+    r"Before|Symptoms?|Error)\s*:?\s*$", re.IGNORECASE)
+_FIX_HEADING = re.compile(
+    r"^\s{0,3}#{1,4}\s{0,3}(?:Fix|The fix|Solution|Proposed (?:fix|solution|change)s?|Changes|Modifications|"
+    r"What changed|What this PR does|Implementation|Approach)\s*:?\s*$", re.IGNORECASE | re.MULTILINE)
+_ANY_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+# a unified diff's hunk header outside any fence (a forge's commit page): "@@ -3,6 +3,25 @@"
+_HUNK = re.compile(r"^\s{0,3}@@ -\d{1,7}(?:,(?P<old>\d{1,6}))? \+\d{1,7}(?:,(?P<new>\d{1,6}))? @@")
+
+
+@lru_cache(maxsize=64)
+def problem_rows(text: str) -> frozenset[int]:
+    """1-based numbers of the lines inside fences under a problem heading (``## Problem``, ``## Root cause``) of a
+    document that also has a fix heading (``## Fix``, ``## Solution``, ``## Changes``)."""
+    if "#" not in text or not _FIX_HEADING.search(text):
+        return frozenset()
+    rows: set[int] = set()
+    in_problem = inside = False
+    for i, line in enumerate(text.split("\n")):
+        if _FENCE.match(line):
+            inside = not inside
+            if in_problem:
+                rows.add(i + 1)
+            continue
+        if inside:
+            if in_problem:
+                rows.add(i + 1)
+            continue
+        if _ANY_HEADING.match(line):
+            in_problem = bool(_PROBLEM_HEADING.match(line))
+    return frozenset(rows)
+
+
+@lru_cache(maxsize=64)
+def hunk_rows(text: str) -> frozenset[int]:
+    """1-based numbers of the lines of a diff's hunks written out without a fence (a forge's commit page): after an
+    ``@@ -a,b +c,d @@`` header, at most b + d lines, up to the next header."""
+    if "@@ -" not in text:
+        return frozenset()
+    rows: set[int] = set()
+    left = 0
+    for i, line in enumerate(text.split("\n")):
+        m = _HUNK.match(line) if line.lstrip().startswith("@@") else None
+        if m:
+            left = int(m.group("old") or 1) + int(m.group("new") or 1)
+            rows.add(i + 1)
+            continue
+        if left > 0:
+            rows.add(i + 1)
+            left -= 1
+    return frozenset(rows)
+
+
 @lru_cache(maxsize=64)
 def has_diff(text: str) -> bool:
     """The document holds a diff (a ```diff fence): code under change, never a model's output."""
@@ -253,7 +322,8 @@ def mentioned_only(text: str, lines: tuple[int, ...]) -> bool:
         return True
     rows = prose_rows(text)
     change = is_change_document(text)
-    if change and all(n in rows or n in code_rows(text) for n in lines):
+    if change and all(n in rows or n in code_rows(text) or n in problem_rows(text) or n in hunk_rows(text)
+                      for n in lines):
         return True
     if not all(n in rows for n in lines):
         return False

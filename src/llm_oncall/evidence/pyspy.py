@@ -104,6 +104,7 @@ class _Thread:
     line: int
     frames: list[str] = field(default_factory=list)
     headerless: bool = False
+    faulthandler: bool = False
 
     def collective_frame(self) -> str | None:
         for func in self.frames[:_TOP_FRAMES]:
@@ -151,7 +152,7 @@ def _threads(lines: tuple[str, ...]) -> tuple[list[_Thread], int]:
             fm = fm or _FH_FRAME.match(line)
             if fm and current is None:
                 # A faulthandler dump pasted without its "Thread 0x... (most recent call first):" header.
-                current = _Thread(process, "?", "", "unknown", i)
+                current = _Thread(process, "?", "", "unknown", i, faulthandler=True)
                 threads.append(current)
             if fm and current is not None:
                 current.frames.append(fm.group("func"))
@@ -212,6 +213,28 @@ def parse(text: str, name: str) -> Finding | None:
             parser="pyspy",
             severity="error" if confidence >= 0.75 else "warning",
             category="hang",
+        )
+    if all(t.faulthandler for t in threads):
+        # faulthandler's frames ('File "x.py", line 224 in _init_cache') without their header: Python printed them on
+        # a fatal signal (a segfault, an abort) or a timeout; py-spy never writes this form, so a busy / idle reading
+        # does not apply. Which one the header said is not in the excerpt: a failure of unknown cause.
+        return Finding(
+            file=name,
+            kind="python_stack_dump",
+            benign=False,
+            incident_hint=None,
+            confidence=0.3,
+            facts={
+                **facts_common,
+                "top_frames": sorted({t.frames[0] for t in threads if t.frames})[:12],
+                "reading": "Python's faulthandler printed the stack (it does on a fatal signal or a timeout); its "
+                           "header, which says which, is not in the excerpt: a process failed",
+                "next_step": "find the line above the stack ('Fatal Python error: …' or 'Timeout (0:05:00)!')",
+            },
+            lines=line_numbers(t.line for t in threads),
+            parser="pyspy",
+            severity="warning",
+            category="other-failure",
         )
     idle = [t for t in threads if t.idle()]
     all_idle = len(idle) == len(threads)
