@@ -65,3 +65,36 @@ def test_one_baseline_credits_a_self_resolution_for_both_drills(monkeypatch: Any
     monkeypatch.setattr(act, "run_act", fake(250.0, True))
     assert act.manual_baseline("prefix-cache-drop", 7)[0] == 250.0
     assert suite_act.manual_baseline is act.manual_baseline
+
+
+def test_the_manual_baseline_is_on_for_named_drills_and_opt_in_for_the_suite(monkeypatch: Any) -> None:
+    """`drill --act` works each named incident by hand too; `drill --suite N --act` only with `--manual` (the human's
+    longer window triples a scenario's time), and its table then shows the human's columns."""
+    from typer.testing import CliRunner
+
+    from llm_oncall.cli import app
+    from llm_oncall.drills import suite_act
+
+    seen: dict[str, Any] = {}
+
+    def fake_run(n: int, seed: int, workers: int | None, manual: bool, **kw: Any) -> list[act.ActResult]:
+        seen["suite"] = manual
+        return []
+
+    def fake_many(jobs: Any, workers: Any, **kw: Any) -> list[act.ActResult]:
+        seen["named"] = [j.manual for j in jobs]
+        return []
+
+    monkeypatch.setattr(suite_act, "run", fake_run)
+    monkeypatch.setattr(act, "run_many", fake_many)
+    runner = CliRunner()
+    out = runner.invoke(app, ["drill", "--suite", "4", "--act"])
+    assert out.exit_code == 0, out.output
+    assert seen["suite"] is False and "manual" not in out.output
+    out = runner.invoke(app, ["drill", "--suite", "4", "--act", "--manual"])
+    assert out.exit_code == 0, out.output
+    assert seen["suite"] is True and "manual" in out.output
+    assert runner.invoke(app, ["drill", "gpu-ecc", "--act", "--json", "--no-simulate"]).exit_code == 0
+    assert seen["named"] == [True]
+    assert runner.invoke(app, ["drill", "gpu-ecc", "--act", "--json", "--no-manual", "--no-simulate"]).exit_code == 0
+    assert seen["named"] == [False]

@@ -27,9 +27,11 @@ def drill(
     what_if: Annotated[str | None, typer.Option("--what-if", help="Run the incident twice, as is and with this "
                                                 "long-term fix in place (hpa-waiting-3, warm-pool-20, retry-budget, "
                                                 "gateway-ratelimit, length-routing): impact side by side.")] = None,
-    manual: Annotated[bool, typer.Option("--manual/--no-manual", help="With --act: also work each incident as a "
-                                         "simulated on-call human following the runbook (docs/drills.md), for "
-                                         "the MTTR side by side.")] = True,
+    manual: Annotated[bool | None, typer.Option(
+        "--manual/--no-manual", help="With --act: also work each incident as a simulated on-call human following "
+                                     "the runbook (docs/drills.md), for the MTTR side by side. Default: on for "
+                                     "the named incidents, off with --suite (it takes about three times the "
+                                     "autopilot's time).")] = None,
     variant: Annotated[str | None, typer.Option(
         "--variant", help="gpu-ecc only: which fault, one per rung of the GPU repair ladder: dbe (Xid 48+63, GPU "
                           "reset; the default), contained (Xid 94, app restart), off_bus (Xid 79, reboot), repeat "
@@ -50,7 +52,7 @@ def drill(
         _what_if(incidents or [], what_if, seed, as_json)
         return
     if suite is not None and act:
-        _suite_act(suite, seed, workers, manual, as_json)
+        _suite_act(suite, seed, workers, bool(manual), as_json)
         return
     if suite is not None or soak is not None:
         from llm_oncall.drills import suite as suite_mod
@@ -78,7 +80,7 @@ def drill(
     if postmortem is not None and postmortem.exists() and not postmortem.is_dir():
         raise fail(f"--postmortem {postmortem}: exists and is not a directory")
     if act:
-        _drill_act(jobs, workers, seed, as_json, postmortem, manual, params, simulate)
+        _drill_act(jobs, workers, seed, as_json, postmortem, manual is not False, params, simulate)
         return
     if params:
         raise fail("--variant needs --act (the variant decides the repair)")
@@ -138,15 +140,18 @@ def _suite_act(n: int, seed: int, workers: int | None, manual: bool, as_json: bo
     def s(v: float | None) -> str:
         return "—" if v is None else f"{v:.0f}s"
 
-    t = FitTable(Column("incident", no_wrap=True), Column("n", justify="right"), Column("recovered", justify="right"),
-                 Column("MTTR median", justify="right"), Column("p95", justify="right", priority=2),
-                 Column("manual median", justify="right", priority=1), Column("manual/auto", justify="right",
-                                                                              priority=3),
-                 title=f"Drill suite --act: {body['recovered']}/{body['incidents']} recovered (seed {seed})")
+    columns = [Column("incident", no_wrap=True), Column("n", justify="right"), Column("recovered", justify="right"),
+               Column("MTTR median", justify="right"), Column("p95", justify="right", priority=2)]
+    if manual:
+        columns += [Column("manual median", justify="right", priority=1),
+                    Column("manual/auto", justify="right", priority=3)]
+    t = FitTable(*columns, title=f"Drill suite --act: {body['recovered']}/{body['incidents']} recovered (seed {seed})")
     for inc, row in body["mttr_by_incident"].items():
         med, man = row["median_s"], row["manual_median_s"]
-        t.add_row(inc, str(row["n"]), str(row["recovered"]), s(med), s(row["p95_s"]), s(man),
-                  f"{man / med:.1f}×" if med and man else "")
+        cells = [inc, str(row["n"]), str(row["recovered"]), s(med), s(row["p95_s"])]
+        if manual:
+            cells += [s(man), f"{man / med:.1f}×" if med and man else ""]
+        t.add_row(*cells)
     console.print(t)
 
 
