@@ -1,5 +1,6 @@
 """The word-level prior (evidence/prior.py): tokenizer and model are deterministic, the packaged model is current
-with the gated corpus, the fallback answers only where nothing was recognised and never raises."""
+with its training directories (the gated corpus and the labelled held-out sets), the fallback answers only where
+nothing was recognised and never raises."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from llm_oncall.evidence import prior, prior_train
 from llm_oncall.evidence.classify import classify_text
 
-CORPUS = Path(__file__).parent / "real"
+REPO = Path(__file__).resolve().parents[2]
 
 # words no signature reads, so the catalogue finds nothing in them
 TOY = [
@@ -65,18 +66,22 @@ def test_training_is_deterministic_and_round_trips() -> None:
     assert prior.decide(r, prior.Settings(min_margin=0.0, min_tokens=1)) == "hang"
 
 
-def test_packaged_model_is_current_with_the_gated_corpus() -> None:
-    """`PYTHONPATH=src python scripts/prior.py train` after any change to tests/evidence/real."""
+def test_packaged_model_is_current_with_its_training_directories() -> None:
+    """`PYTHONPATH=src python scripts/prior.py train` after any change to tests/evidence/real or a held-out set the
+    prior is trained on (prior_train.TRAINING_DIRS)."""
     model = prior.default_model()
     assert model is not None and prior.default_settings(model) is not None
-    items = prior_train.training_set(CORPUS)
+    assert model.meta["corpus"] == list(prior_train.TRAINING_DIRS)
+    assert "tests/evidence/real" in model.meta["corpus"]
+    assert not any(d.endswith("fresh-2026-12n-check") for d in model.meta["corpus"]), "the check set is never trained"
+    items = prior_train.training_set(prior_train.training_roots(REPO))
     assert model.meta["corpus_sha256"] == prior_train.training_sha256(items), "run scripts/prior.py train"
     assert model.meta["samples"] == len(items)
     again = prior.train([(text, cls) for _, cls, text in items], top_k=model.meta["top_k"],
                         min_df=model.meta["min_df"], alpha=model.meta["alpha"])
     assert prior.Model.from_json(again.to_json()).log_prob == model.log_prob
     assert model.meta["settings"]["confidence"] <= 0.35
-    assert model.meta["adopted"] is False
+    assert model.meta["adopted"] is prior.ADOPTED
 
 
 def test_off_by_default() -> None:
@@ -165,3 +170,24 @@ def test_cli_prior_option_is_off_by_default_and_on_when_asked(tmp_path: Path) ->
     assert json.loads(off.stdout)[0]["kind"] == "unknown"
     assert json.loads(on.stdout)[0]["kind"] == "word_prior"
     assert not prior.enabled()
+
+
+def test_training_directories_are_one_corpus_with_distinct_paths(tmp_path: Path) -> None:
+    """Several training directories: relative paths from their common parent, one hash over all of them that
+    changes when any of them changes."""
+    for d, cls in (("a", "benign"), ("b", "hang")):
+        (tmp_path / "x" / d).mkdir(parents=True)
+        (tmp_path / "x" / d / "s.txt").write_text(f"sample {d}\n", encoding="utf-8")
+        (tmp_path / "x" / d / "manifest.yaml").write_text(
+            f"- file: s.txt\n  class: {cls}\n  incident_hint: {'null' if cls == 'benign' else 'engine-hang'}\n"
+            f"  benign: {'true' if cls == 'benign' else 'false'}\n  format: issue-paste\n"
+            f"  source: {{repo: o/r, ref: 'issue #1', url: 'https://example.com/{d}'}}\n  note: test\n",
+            encoding="utf-8")
+    roots = [tmp_path / "x" / "a", tmp_path / "x" / "b"]
+    items = prior_train.training_set(roots)
+    assert [(rel, cls) for rel, cls, _ in items] == [("a/s.txt", "benign"), ("b/s.txt", "hang")]
+    assert [rel for rel, _, _ in prior_train.training_set(roots[0])] == ["s.txt"]  # one directory: as round 3k
+    before = prior_train.training_sha256(items)
+    (tmp_path / "x" / "b" / "s.txt").write_text("sample b, changed\n", encoding="utf-8")
+    assert prior_train.training_sha256(prior_train.training_set(roots)) != before
+    assert [r.part for r in prior_train.rows(roots)] == ["a", "b"]

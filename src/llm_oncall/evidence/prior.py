@@ -236,6 +236,9 @@ def default_settings(model: Model | None = None) -> Settings | None:
     return Settings(float(s["min_margin"]), int(s["min_tokens"]), float(s.get("confidence", 0.3)))
 
 
+# Whether the fallback is on by default (docs/evidence.md, "Round 3k" and "Round 3o"); the model file records it.
+ADOPTED = False
+
 # The fallback classify.py calls; off unless enabled (docs/evidence.md, "Round 3k": not adopted by default).
 _ACTIVE: list[tuple[Model, Settings]] = []
 
