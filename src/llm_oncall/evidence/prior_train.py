@@ -77,21 +77,16 @@ class Row:
 def rows(roots: Path | Sequence[Path]) -> list[Row]:
     """Every sample of ``roots`` classified with the prior off."""
     dirs, base = _roots(roots)
-    was_on = prior._ACTIVE[:]
-    prior.disable()
-    try:
-        out = []
-        for root in dirs:
-            part = "" if len(dirs) == 1 else _rel(root, base)
-            for s in corpus.load(root):
-                text = read_text(s.path)
-                found = classify_all(text, str(s.path))
-                best = found[0] if found else None
-                out.append(Row(_rel(s.path, base), s.expected, corpus.source_key(s),
-                               "benign" if best is None else corpus.predicted(best), not found, text, part))
-        return out
-    finally:
-        prior._ACTIVE[:] = was_on
+    out = []
+    for root in dirs:
+        part = "" if len(dirs) == 1 else _rel(root, base)
+        for s in corpus.load(root):
+            text = read_text(s.path)
+            found = classify_all(text, str(s.path), word_prior=False)
+            best = found[0] if found else None
+            out.append(Row(_rel(s.path, base), s.expected, corpus.source_key(s),
+                           "benign" if best is None else corpus.predicted(best), not found, text, part))
+    return out
 
 
 def corpus_sha256(rs: Iterable[Row]) -> str:
