@@ -1,8 +1,9 @@
-"""The word-level prior (src/llm_oncall/evidence/prior.py): train it on the gated corpus, cross-validate it,
-measure a held-out set with and without it, check the packaged model is current.
+"""The word-level prior (src/llm_oncall/evidence/prior.py): train it on the training directories (by default the
+gated corpus and the labelled held-out sets: prior_train.TRAINING_DIRS), cross-validate it, measure a held-out set
+with and without it, check the packaged model is current.
 
-  PYTHONPATH=src python scripts/prior.py train            # cross-validate, choose settings, write catalog/prior.json
-  PYTHONPATH=src python scripts/prior.py cv               # the cross-validated figures only
+  PYTHONPATH=src python scripts/prior.py train [DIR…]    # cross-validate, choose settings, write catalog/prior.json
+  PYTHONPATH=src python scripts/prior.py cv [DIR…]       # the cross-validated figures only
   PYTHONPATH=src python scripts/prior.py eval DIR [DIR…]  # held-out sets, without and with the fallback
   PYTHONPATH=src python scripts/prior.py check            # exit 1 when catalog/prior.json is stale
 """
@@ -18,7 +19,13 @@ from typing import Any
 from llm_oncall.evidence import prior, prior_train
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "evidence" / "real"
+
+
+def _dirs(args: list[str]) -> list[str]:
+    """The training directories as the repository names them: the arguments, or prior_train.TRAINING_DIRS."""
+    if not args:
+        return list(prior_train.TRAINING_DIRS)
+    return [Path(a).resolve().relative_to(ROOT).as_posix() for a in args]
 
 
 def _fmt(s: dict[str, Any]) -> str:
@@ -27,22 +34,27 @@ def _fmt(s: dict[str, Any]) -> str:
             f"({s['fired_correct']} right, {s['fired_on_benign']} on benign)")
 
 
-def _cv() -> dict[str, Any]:
-    cv = prior_train.cross_validate(prior_train.rows(CORPUS))
-    print(f"gated corpus, {cv['folds']}-fold CV grouped by thread; nothing found in {cv['eligible']} samples "
-          f"{cv['eligible_by_class']}")
+def _cv(dirs: list[str]) -> dict[str, Any]:
+    cv = prior_train.cross_validate(prior_train.rows(prior_train.training_roots(ROOT, dirs)))
+    print(f"{', '.join(dirs)}: {cv['folds']}-fold CV grouped by thread; nothing found in {cv['eligible']} samples "
+          f"{cv['eligible_by_class']}; benign precision bound {cv['bound']:.4f}")
     print(f"  without: {_fmt(cv['without'])}")
     s = cv["settings"]
     print(f"  with, chosen (margin {s.min_margin}, tokens {s.min_tokens}): {_fmt(cv['with'])}")
+    for part, v in cv["by_part"].items():
+        print(f"  {part or '.'} (nothing found in {v['eligible']})\n    without: {_fmt(v['without'])}\n"
+              f"    with:    {_fmt(v['with'])}")
     for k, v in cv["grid"].items():
         print(f"  with, {k}: {_fmt(v)}")
+    for rel, (exp, got) in sorted(cv["answers"].items()):
+        print(f"    {exp} → {got}: {rel}")
     return cv
 
 
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "check"
     if cmd == "cv":
-        _cv()
+        _cv(_dirs(argv[1:]))
         return 0
     if cmd == "train":
         try:
@@ -50,7 +62,9 @@ def main(argv: list[str]) -> int:
                                     check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             commit = None
-        built, _ = prior_train.build(CORPUS, commit=commit)
+        dirs = _dirs(argv[1:])
+        built, _ = prior_train.build(prior_train.training_roots(ROOT, dirs), commit=commit, names=dirs,
+                                     adopted=prior.ADOPTED)
         prior.MODEL_PATH.write_text(json.dumps(built.to_json(), separators=(",", ":"), sort_keys=True) + "\n",
                                     encoding="utf-8")
         print(f"wrote {prior.MODEL_PATH.relative_to(ROOT)}: {built.meta['tokens']} tokens, "
@@ -71,9 +85,9 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "check":
         packaged = prior.default_model()
-        want = prior_train.training_sha256(prior_train.training_set(CORPUS))
+        want = prior_train.training_sha256(prior_train.training_set(prior_train.training_roots(ROOT)))
         have = packaged.meta.get("corpus_sha256") if packaged else None
-        if have != want:
+        if have != want or packaged is None or packaged.meta.get("corpus") != list(prior_train.TRAINING_DIRS):
             print(f"catalog/prior.json is stale (corpus {want[:12]}, model {str(have)[:12]}): run train",
                   file=sys.stderr)
             return 1

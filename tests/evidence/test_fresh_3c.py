@@ -88,7 +88,10 @@ def test_a_stats_line_wrapped_mid_field_is_read_whole_on_its_first_line() -> Non
 
 def test_one_quoted_shm_wait_is_a_notice_a_logged_or_repeated_one_a_hang() -> None:
     quoted = f"It takes a long time to load the model, and this is printed:\n\n```\n{SHM}\n```\n"
-    assert classify_text(quoted, "q").category != "hang"
+    assert classify_text(quoted, "q", word_prior=False).category != "hang"
+    # since round 3o the word-level prior answers where nothing is recognised, here a hang at 0.3 (a look-alike it
+    # cannot tell from a report: docs/evidence.md, "Round 3o")
+    assert classify_text(quoted, "q").kind == "word_prior"
     logged = f"(EngineCore_DP0 pid=1) INFO 10-22 09:43:49 [shm_broadcast.py:466] {SHM}\n"
     assert classify_text(logged, "l").category == "hang"
     assert classify_text(f"{SHM}\n{SHM}\n", "r").category == "hang"

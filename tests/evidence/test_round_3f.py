@@ -53,7 +53,12 @@ def test_a_hang_told_in_chinese_is_a_hang() -> None:
 def test_a_watchdog_timeout_named_in_a_report_is_a_hang() -> None:
     f = classify_text("I deploy the model on 4*H20 (TP=4), and encounter a Watchdog timeout error\n", "report")
     assert f.kind == "watchdog_timeout_reported" and f.category == "hang"
-    assert classify_text("You can increase the watchdog timeout with --watchdog-timeout 600\n", "advice").benign
+    advice = "You can increase the watchdog timeout with --watchdog-timeout 600\n"
+    assert classify_text(advice, "advice", word_prior=False).benign  # the catalogue reads nothing in it
+    # since round 3o the word-level prior answers where nothing is recognised; it reads these words as a hang's
+    # (a look-alike it cannot tell from a report: docs/evidence.md, "Round 3o")
+    f = classify_text(advice, "advice")
+    assert f.kind == "word_prior" and f.confidence <= 0.3
 
 
 # --- GPU hardware and fabric ---------------------------------------------------------------------------------

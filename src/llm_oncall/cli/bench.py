@@ -89,8 +89,9 @@ def bench_evidence(
     by_source: Annotated[bool, typer.Option("--by-source", help="Accuracy apart for samples whose source thread "
                                             "has other samples in the corpus and for the only sample of a "
                                             "thread.")] = False,
-    use_prior: Annotated[bool, typer.Option("--prior", help="With the word-level prior as the fallback where "
-                                            "nothing is recognised (off by default).")] = False,
+    use_prior: Annotated[bool | None, typer.Option("--prior/--no-prior", help="With the word-level prior as the "
+                                                   "fallback where nothing is recognised (default: on, adopted in "
+                                                   "round 3o).", show_default=False)] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Evidence classifier on real samples: per-class precision and recall, files per second."""
@@ -104,14 +105,12 @@ def bench_evidence(
         raise fail(f"no such corpus directory: {root}")
     from llm_oncall.evidence import prior
 
-    if use_prior and not prior.enable():
+    if use_prior and prior.packaged() is None:
         raise fail("no word-level prior model in the package")
     try:
-        result = be.run(root, repeat, by_source=by_source)
+        result = be.run(root, repeat, by_source=by_source, word_prior=use_prior)
     except CorpusError as exc:
         raise fail(str(exc)) from exc
-    finally:
-        prior.disable()
     result.pop("table", None)
     if as_json:
         print_json(result)

@@ -125,9 +125,10 @@ def classify(
     as_json: Annotated[
         bool, typer.Option("--json", help="Machine-readable output: a list, one object per file.")
     ] = False,
-    use_prior: Annotated[bool, typer.Option("--prior", help="Where nothing is recognised, let the word-level prior "
-                                            "answer a failure class at a low confidence (off by default: "
-                                            "docs/evidence.md, \"Round 3k\").")] = False,
+    use_prior: Annotated[bool | None, typer.Option("--prior/--no-prior", help="Where nothing is recognised, let "
+                                                   "the word-level prior answer a failure class at a low confidence "
+                                                   "(default: on, adopted in round 3o: docs/evidence.md).",
+                                                   show_default=False)] = None,
 ) -> None:
     """Say what each file shows: kind, benign or not, incident hint, confidence and the facts behind it, and
     every finding of the file with its line numbers (the file is classified by the most severe)."""
@@ -141,21 +142,20 @@ def classify(
         except CatalogError as exc:
             _err.print(f"error: invalid signatures: {exc}", markup=False, highlight=False)
             raise typer.Exit(2) from exc
-    if use_prior and not prior.enable():
+    if use_prior and prior.packaged() is None:
         _err.print("[red]error:[/red] no word-level prior model in the package")
         raise typer.Exit(2)
     findings: list[Finding] = []
     try:
         for p in files:
             try:
-                findings.append(classify_file(p))
+                findings.append(classify_file(p, word_prior=use_prior))
             except OSError as exc:
                 _err.print(f"[red]error:[/red] cannot read {p}: {exc.strerror or exc}")
                 raise typer.Exit(2) from exc
     finally:
         if signatures:
             reset_signatures()
-        prior.disable()
     if as_json:
         typer.echo(json.dumps([f.to_json() for f in findings], indent=2, default=str))
     else:

@@ -23,15 +23,16 @@ def default_corpus(start: Path | None = None) -> Path | None:
     return None
 
 
-def run(root: Path, repeat: int = 1, by_source: bool = False) -> dict[str, Any]:
+def run(root: Path, repeat: int = 1, by_source: bool = False, word_prior: bool | None = None) -> dict[str, Any]:
     """Classify every sample (``repeat`` times for the files/s figure); scores come from the first pass.
     ``by_source``: also the accuracy of samples whose source thread has other samples in the corpus
-    ("shared") and of those that are the only sample of their thread ("only")."""
+    ("shared") and of those that are the only sample of their thread ("only"). ``word_prior``: the word-level
+    prior as the fallback (None: the default, on since round 3o)."""
     samples = corpus.load(root)
-    report = corpus.evaluate(samples)
+    report = corpus.evaluate(samples, word_prior)
     seconds = report.seconds
     for _ in range(max(0, repeat - 1)):
-        seconds += corpus.evaluate(samples).seconds
+        seconds += corpus.evaluate(samples, word_prior).seconds
     out = report.to_json()
     out["corpus"] = str(root)
     out["files_per_s"] = round(len(samples) * max(1, repeat) / seconds, 1) if seconds > 0 else None

@@ -8,8 +8,8 @@ outputs). Classification never raises: a parser that fails is skipped and named 
 
 When nothing known is found but the text has error lines (a traceback, ERROR/FATAL lines), the file is
 ``kind: unknown`` and not benign: something failed, in a format the catalogue does not know; no incident
-is guessed. When nothing at all is found, the word-level prior (prior.py), if enabled, may answer a failure
-class at a low confidence.
+is guessed. When nothing at all is found in a document (not a stream), the word-level prior (prior.py) may answer
+a failure class at a low confidence: on by default since round 3o, ``word_prior=False`` turns it off.
 """
 
 from __future__ import annotations
@@ -186,13 +186,19 @@ def _quoted_in_change(text: str, u: Finding) -> Finding:
                      severity="info", category="benign")
 
 
-def classify_all(text: str, name: str, stream: bool = False) -> list[Finding]:
+def classify_all(text: str, name: str, stream: bool = False,
+                 word_prior: prior.Fallback | bool | None = None) -> list[Finding]:
     """Every parser's findings for ``text``, most severe first.
 
     ``stream``: the text is a process's own output as the runtime hands it over (a container's log tail), never a
     document someone wrote, so the document-level readings (a change document, a how-to, a resolved thread, a
     sentence describing a behaviour) do not apply; they are the costliest part of a live round's classification.
+    The word-level prior never reads a stream either.
+
+    ``word_prior``: the fallback where nothing at all was found (``prior.resolve``): None for the default (the
+    packaged model, as adopted), False for none, True for the packaged one, or a ``prior.Fallback``.
     """
+    fallback = prior.resolve(word_prior, stream)
     text_in = text
     found: list[Finding] = []
     failed: list[str] = []
@@ -229,8 +235,8 @@ def classify_all(text: str, name: str, stream: bool = False) -> list[Finding]:
         u = _unknown_errors(text, name, found)
         if u is not None:
             found.append(u if stream else _quoted_in_change(text_in, u))
-    if not found and prior.enabled():  # nothing recognised at all: the word-level prior may say a class
-        p = prior.fallback(text_in, name)
+    if not found and fallback is not None:  # nothing recognised at all: the word-level prior may say a class
+        p = fallback.answer(text_in, name)
         if p is not None:
             found.append(p)
     found.sort(key=strength, reverse=True)
@@ -241,13 +247,15 @@ def classify_all(text: str, name: str, stream: bool = False) -> list[Finding]:
     return found
 
 
-def classify_text(text: str, name: str, stream: bool = False) -> Finding:
+def classify_text(text: str, name: str, stream: bool = False,
+                  word_prior: prior.Fallback | bool | None = None) -> Finding:
     """The file's most severe finding, with every finding of the file in ``findings``.
 
-    Kind "unknown" (benign, no hint, confidence 0) when nothing matched at all. ``stream``: see classify_all.
+    Kind "unknown" (benign, no hint, confidence 0) when nothing matched at all. ``stream``, ``word_prior``: see
+    classify_all.
     """
     try:
-        found = classify_all(text, name, stream)
+        found = classify_all(text, name, stream, word_prior)
     except Exception:  # last line of defence: classification is called on arbitrary user files
         return unknown(name)
     if not found:
@@ -273,8 +281,9 @@ def read_text(path: str | os.PathLike[str]) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def classify_file(path: str | os.PathLike[str]) -> Finding:
-    """Classify one file. Raises FileNotFoundError/IsADirectoryError/PermissionError for unreadable paths
-    (the CLI turns those into a clean error); never raises on content."""
+def classify_file(path: str | os.PathLike[str], word_prior: prior.Fallback | bool | None = None) -> Finding:
+    """Classify one file (a document: ``word_prior`` as in classify_all). Raises FileNotFoundError /
+    IsADirectoryError / PermissionError for unreadable paths (the CLI turns those into a clean error); never raises
+    on content."""
     text = read_text(path)
-    return classify_text(text, str(path))
+    return classify_text(text, str(path), word_prior=word_prior)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llm_oncall.evidence import prior
 from llm_oncall.evidence.catalog import HINT_OF_CATEGORY
 from llm_oncall.evidence.classify import classify_file
 from llm_oncall.evidence.model import CATEGORIES, Finding
@@ -183,11 +184,12 @@ def source_key(s: Sample) -> str:
     return url.lower()
 
 
-def evaluate(samples: Iterable[Sample]) -> Report:
+def evaluate(samples: Iterable[Sample], word_prior: prior.Fallback | bool | None = None) -> Report:
+    """Classify every sample as a document (``word_prior``: see classify.classify_all)."""
     report = Report()
     todo = list(samples)
     start = time.perf_counter()
     for s in todo:
-        report.results.append(Result(s, classify_file(s.path)))
+        report.results.append(Result(s, classify_file(s.path, word_prior)))
     report.seconds = time.perf_counter() - start
     return report

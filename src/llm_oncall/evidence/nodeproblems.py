@@ -103,7 +103,8 @@ def findings(nodes: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]], 
             "source": (e.get("source") or {}).get("component")}))
         messages.setdefault(name, []).append(msg)
     for name, lines in messages.items():  # an Xid (or other known line) quoted by an agent: the catalogue's reading
-        f = classify_text("\n".join(lines), f"{PREFIX}{name}/messages")
+        # an agent's messages, not a paste: no word-level prior (it reads documents only)
+        f = classify_text("\n".join(lines), f"{PREFIX}{name}/messages", word_prior=False)
         if not f.benign and f.incident_hint is not None:
             out.append(f)
     return out

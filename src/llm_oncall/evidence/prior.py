@@ -236,28 +236,43 @@ def default_settings(model: Model | None = None) -> Settings | None:
     return Settings(float(s["min_margin"]), int(s["min_tokens"]), float(s.get("confidence", 0.3)))
 
 
-# The fallback classify.py calls; off unless enabled (docs/evidence.md, "Round 3k": not adopted by default).
-_ACTIVE: list[tuple[Model, Settings]] = []
+# Whether the fallback is on by default for documents (files, bundles, pastes): adopted in round 3o
+# (docs/evidence.md, "Round 3o"; round 3k had not). The model file records it (``meta.adopted``).
+ADOPTED = True
 
 
-def enable(model: Model | None = None, settings: Settings | None = None) -> bool:
-    """Turn the fallback on with ``model`` (default: the packaged one) and ``settings`` (default: the ones the
-    model file records). False, and the fallback stays off, when there is no model or no settings."""
-    m = model or default_model()
-    s = settings or (default_settings(m) if m else None)
-    _ACTIVE.clear()
-    if m is None or s is None:
-        return False
-    _ACTIVE.append((m, s))
-    return True
+@dataclass(frozen=True)
+class Fallback:
+    """A model and the settings it answers with: what classify.py calls when nothing was recognised."""
+
+    model: Model
+    settings: Settings
+
+    def answer(self, text: str, name: str) -> Finding | None:
+        """The prior's finding, or None; never raises (the fallback must never cost the file its reading)."""
+        try:
+            return finding(self.model, self.settings, text, name)
+        except Exception:
+            return None
 
 
-def disable() -> None:
-    _ACTIVE.clear()
+@lru_cache(maxsize=1)
+def packaged() -> Fallback | None:
+    """The packaged model with the settings it records, or None when there is none."""
+    m = default_model()
+    s = default_settings(m) if m else None
+    return Fallback(m, s) if m is not None and s is not None else None
 
 
-def enabled() -> bool:
-    return bool(_ACTIVE)
+def resolve(use: Fallback | bool | None, stream: bool = False) -> Fallback | None:
+    """The fallback a classification uses. ``use``: a Fallback (that one), True (the packaged one), False (none),
+    None (the default: the packaged one when ADOPTED). Never for a stream: a container's log is a process's own
+    output, not a paste, so its words say nothing about a report (docs/evidence.md, "How a file is classified")."""
+    if stream or use is False:
+        return None
+    if isinstance(use, Fallback):
+        return use
+    return packaged() if (use or ADOPTED) else None
 
 
 def finding(model: Model, settings: Settings, text: str, name: str) -> Finding | None:
@@ -281,13 +296,3 @@ def finding(model: Model, settings: Settings, text: str, name: str) -> Finding |
     return Finding(name, "word_prior", False, HINT_OF_CATEGORY[cls], settings.confidence, facts,
                    line_numbers(lines), "prior", severity="warning", category=cls)
 
-
-def fallback(text: str, name: str) -> Finding | None:
-    """The active prior's finding (classify.py, only when no parser found anything); never raises."""
-    if not _ACTIVE:
-        return None
-    model, settings = _ACTIVE[0]
-    try:
-        return finding(model, settings, text, name)
-    except Exception:  # the fallback must never cost the file its reading
-        return None

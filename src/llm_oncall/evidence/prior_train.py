@@ -1,6 +1,7 @@
 """Training, cross-validation and measurement of the word-level prior (prior.py) on a corpus of real samples.
 
-``scripts/prior.py`` drives it: ``train`` writes ``catalog/prior.json`` from the gated corpus with the settings
+``scripts/prior.py`` drives it: ``train`` writes ``catalog/prior.json`` from the training directories
+(``TRAINING_DIRS``: the gated corpus and the labelled held-out sets, docs/evidence.md "Round 3o") with the settings
 cross-validation chose; ``cv`` prints the cross-validated figures; ``eval`` measures a held-out set with and
 without the fallback; ``check`` says whether the packaged model is current with the corpus.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,6 +29,35 @@ FOLDS = 5
 MARGINS: tuple[float, ...] = tuple(round(x * 0.05, 2) for x in range(0, 81))
 MIN_TOKENS: tuple[int, ...] = (1, 3, 5, 10, 20, 40)
 MIN_BENIGN_PRECISION = 0.95
+# The training data, relative to the repository root: the gated corpus and every labelled held-out set that is not
+# the current check set (docs/evidence.md, "Round 3o"). The model's corpus_sha256 covers all of them.
+TRAINING_DIRS: tuple[str, ...] = (
+    "tests/evidence/real",
+    "tests/evidence/holdout/fresh-2026-12b",
+    "tests/evidence/holdout/fresh-2026-12c",
+    "tests/evidence/holdout/fresh-2026-12h-check",
+    "tests/evidence/holdout/fresh-2026-12j-check",
+    "tests/evidence/holdout/fresh-2026-12k-check",
+    "tests/evidence/holdout/fresh-2026-12m-check",
+)
+
+
+def training_roots(repo: Path, dirs: Sequence[str] = TRAINING_DIRS) -> list[Path]:
+    return [repo / d for d in dirs]
+
+
+def _roots(roots: Path | Sequence[Path]) -> tuple[list[Path], Path]:
+    """The directories and the base their samples' relative paths are taken from: the directory itself for one
+    (a sample's path as in round 3k), their common parent for several (``real/…``, ``holdout/fresh-…/…``)."""
+    rs = [roots] if isinstance(roots, Path) else list(roots)
+    if not rs:
+        raise ValueError("no training directory")
+    base = rs[0] if len(rs) == 1 else Path(os.path.commonpath([str(r.resolve()) for r in rs]))
+    return rs, base
+
+
+def _rel(path: Path, base: Path) -> str:
+    return path.resolve().relative_to(base.resolve()).as_posix()
 
 
 @dataclass(frozen=True)
@@ -40,32 +71,32 @@ class Row:
     predicted: str
     empty: bool
     text: str
+    part: str = ""  # the training directory the sample is in, relative to the common base ("" for one directory)
 
 
-def rows(root: Path) -> list[Row]:
-    """Every sample of ``root`` classified with the prior off."""
-    was_on = prior._ACTIVE[:]
-    prior.disable()
-    try:
-        out = []
+def rows(roots: Path | Sequence[Path]) -> list[Row]:
+    """Every sample of ``roots`` classified with the prior off."""
+    dirs, base = _roots(roots)
+    out = []
+    for root in dirs:
+        part = "" if len(dirs) == 1 else _rel(root, base)
         for s in corpus.load(root):
             text = read_text(s.path)
-            found = classify_all(text, str(s.path))
+            found = classify_all(text, str(s.path), word_prior=False)
             best = found[0] if found else None
-            out.append(Row(s.path.relative_to(root).as_posix(), s.expected, corpus.source_key(s),
-                           "benign" if best is None else corpus.predicted(best), not found, text))
-        return out
-    finally:
-        prior._ACTIVE[:] = was_on
+            out.append(Row(_rel(s.path, base), s.expected, corpus.source_key(s),
+                           "benign" if best is None else corpus.predicted(best), not found, text, part))
+    return out
 
 
 def corpus_sha256(rs: Iterable[Row]) -> str:
     return prior.corpus_hash((r.rel, r.expected, r.text.encode("utf-8")) for r in rs)
 
 
-def training_set(root: Path) -> list[tuple[str, str, str]]:
+def training_set(roots: Path | Sequence[Path]) -> list[tuple[str, str, str]]:
     """``(relative path, class, text)`` of every sample, without classifying anything (the model's input)."""
-    return [(s.path.relative_to(root).as_posix(), s.expected, read_text(s.path)) for s in corpus.load(root)]
+    dirs, base = _roots(roots)
+    return [(_rel(s.path, base), s.expected, read_text(s.path)) for root in dirs for s in corpus.load(root)]
 
 
 def training_sha256(items: Iterable[tuple[str, str, str]]) -> str:
@@ -137,16 +168,23 @@ def decisions(readings: dict[str, prior.Reading | None], s: prior.Settings) -> d
     return {rel: prior.decide(rd, s) for rel, rd in readings.items()}
 
 
+def precision_bound(rs: Sequence[Row]) -> float:
+    """The benign precision a setting must keep: MIN_BENIGN_PRECISION, or the figure without the prior when that
+    is already lower (docs/evidence.md, "Round 3o")."""
+    return min(MIN_BENIGN_PRECISION, score(rs, {}).benign_precision)
+
+
 def choose(rs: Sequence[Row], readings: dict[str, prior.Reading | None]) -> tuple[prior.Settings, Score]:
-    """The settings cross-validation chooses: benign precision at least MIN_BENIGN_PRECISION and the fallback
+    """The settings cross-validation chooses: benign precision at least ``precision_bound`` and the fallback
     answering at least one held-out sample (a setting that never answers measures nothing); of those, the highest
     accuracy, then the most answers, then the lowest margin and token minimum."""
+    bound = precision_bound(rs)
     best: tuple[tuple[int, int, float, int], prior.Settings, Score] | None = None
     for mt in MIN_TOKENS:
         for mm in MARGINS:
             s = prior.Settings(mm, mt)
             sc = score(rs, decisions(readings, s))
-            if sc.fired == 0 or sc.benign_precision < MIN_BENIGN_PRECISION:
+            if sc.fired == 0 or sc.benign_precision < bound - 1e-12:
                 continue
             key = (sc.correct, sc.fired, -mm, -mt)
             if best is None or key > best[0]:
@@ -163,22 +201,35 @@ def cross_validate(rs: Sequence[Row]) -> dict[str, Any]:
     for mt in (1, 5, 10):
         for mm in (0.0, 0.5, 1.0, 1.5, 2.0):
             grid[f"margin {mm}, tokens {mt}"] = score(rs, decisions(readings, prior.Settings(mm, mt))).to_json()
+    answers = decisions(readings, settings)
+    by_part: dict[str, dict[str, Any]] = {}
+    groups = {r.part for r in rs} | {r.part.split("/")[0] + "/*" for r in rs if "/" in r.part}
+    for part in sorted(groups):
+        sub = [r for r in rs if r.part == part or (part.endswith("/*") and r.part.startswith(part[:-1]))]
+        by_part[part] = {"without": score(sub, {}).to_json(), "with": score(sub, answers).to_json(),
+                         "eligible": sum(r.empty for r in sub)}
     return {"folds": FOLDS, "without": score(rs, {}).to_json(), "settings": settings, "with": chosen.to_json(),
-            "grid": grid, "eligible": sum(r.empty for r in rs),
-            "eligible_by_class": dict(sorted(Counter(r.expected for r in rs if r.empty).items()))}
+            "grid": grid, "eligible": sum(r.empty for r in rs), "bound": precision_bound(rs), "by_part": by_part,
+            "eligible_by_class": dict(sorted(Counter(r.expected for r in rs if r.empty).items())),
+            "answers": {r.rel: (r.expected, answers.get(r.rel)) for r in rs if r.empty and answers.get(r.rel)}}
 
 
-def build(root: Path, commit: str | None = None, today: dt.date | None = None) -> tuple[prior.Model, dict[str, Any]]:
-    """Cross-validate on ``root``, choose the settings, train on the whole corpus; the model records its
-    provenance and the settings in ``meta``."""
-    rs = rows(root)
+def build(roots: Path | Sequence[Path], commit: str | None = None, today: dt.date | None = None,
+          names: Sequence[str] | None = None, adopted: bool = False) -> tuple[prior.Model, dict[str, Any]]:
+    """Cross-validate on ``roots``, choose the settings, train on all of them; the model records its provenance
+    (``names``: the directories as the repository names them) and the settings in ``meta``."""
+    rs = rows(roots)
     cv = cross_validate(rs)
     s: prior.Settings = cv["settings"]
-    meta = {"corpus": "tests/evidence/real", "corpus_sha256": corpus_sha256(rs), "commit": commit,
+    meta = {"corpus": list(names) if names is not None else [str(r) for r in _roots(roots)[0]],
+            "corpus_sha256": corpus_sha256(rs), "commit": commit,
             "trained": (today or dt.date.today()).isoformat(),
             "settings": {"min_margin": s.min_margin, "min_tokens": s.min_tokens, "confidence": s.confidence},
-            "cv": {"folds": FOLDS, "grouped_by": "source thread", "without": cv["without"], "with": cv["with"]},
-            "adopted": False}
+            "cv": {"folds": FOLDS, "grouped_by": "source thread", "without": cv["without"], "with": cv["with"],
+                   "benign_precision_bound": round(cv["bound"], 4),
+                   "by_part": {k or ".": {"without": v["without"], "with": v["with"]}
+                               for k, v in cv["by_part"].items()}},
+            "adopted": adopted}
     return train_rows(rs, meta), cv
 
 

@@ -321,7 +321,7 @@ class Session:
             else:
                 raise CommandError(f"{tool}: command not found (nvidia-smi, dcgmi, dmesg, py-spy, kubectl)")
         if subject:
-            f = classify_text(out, f"{tool}-{subject}")
+            f = classify_text(out, f"{tool}-{subject}", word_prior=False)  # a tool's output, not a paste
             if not f.benign and f.incident_hint and subject not in self.flagged:
                 self.flagged.append(subject)
         return out
