@@ -51,8 +51,24 @@ def test_every_finding_with_its_lines_and_the_most_severe_wins() -> None:
     assert all({"kind", "incident_hint", "benign", "severity", "lines"} <= x.keys() for x in j["findings"])
 
 
-def test_a_long_log_is_fast() -> None:
-    text, _ = _log(20_000)
-    start = time.perf_counter()
-    classify.classify_text(text, "big.log")
-    assert time.perf_counter() - start < 10.0
+def _cpu_s(text: str) -> float:
+    """CPU seconds to classify ``text`` cold (no line remembered from an earlier call), the best of two."""
+    from llm_oncall.evidence import matcher
+
+    best = float("inf")
+    for _ in range(2):
+        matcher._LINE_CACHE.clear()
+        start = time.process_time()
+        classify.classify_text(text, "big.log")
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def test_a_long_log_costs_in_proportion_to_its_length() -> None:
+    """Ten times the lines, about ten times the work: a step that grew with the square of the length would take
+    a hundred. Measured side by side as a ratio (the machine's speed cancels out); the absolute figure for a
+    20,000-line log is in docs/evidence.md, "Cost", not a test's business."""
+    small, _ = _log(2_000)
+    big, _ = _log(20_000)
+    ratio = _cpu_s(big) / max(_cpu_s(small), 1e-3)
+    assert ratio < 40.0, ratio
