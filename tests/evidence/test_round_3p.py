@@ -213,3 +213,116 @@ def test_dcgm_memory_test_with_a_memory_error_stays_gpu_memory() -> None:
             "|                           | remapping failed.                              |\n"
             "+---------------------------+------------------------------------------------+\n")
     assert _cat(text, "diag.txt") == "gpu-memory"
+
+
+# ---- other producers and prose ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "terminate called after throwing an instance of 'sycl::_V1::exception'\n"
+    "  what():  Native API failed. Native API returns: 20 (UR_RESULT_ERROR_DEVICE_LOST)\n",
+    "ggml_vulkan: vk::Queue::submit: ErrorDeviceLost (VK_ERROR_DEVICE_LOST)\n",
+])
+def test_device_lost_is_gpu_hardware(line: str) -> None:
+    assert _cat(line, "server.log") == "gpu-hardware"
+
+
+def test_device_lost_constant_in_source_is_quiet() -> None:
+    text = "```cpp\nswitch (res) {\n    case ZE_RESULT_ERROR_DEVICE_LOST:\n        return \"lost\";\n}\n```\n"
+    assert _quiet(text)
+
+
+def test_process_stopped_on_a_signal_in_prose_is_other_failure() -> None:
+    assert _cat("Hi, my fine-tuning run on node 12 suddenly died with a segmentation fault at step 300.\n") == \
+        "other-failure"
+
+
+def test_signal_hypothesis_is_quiet() -> None:
+    assert _quiet("If /dev/shm is too small the data loader can die with a bus error.\n")
+
+
+def _shard_wait(n: int, ready: bool) -> str:
+    rows = [f"2024-01-01T00:{i // 4:02d}:{(i % 4) * 10:02d}.0Z  INFO shard-manager: text_generation_launcher: "
+            f"Waiting for shard to be ready... rank={i % 4}" for i in range(n)]
+    if ready:
+        rows.append("2024-01-01T00:09:00.0Z  INFO shard-manager: text_generation_launcher: Shard ready in 95.1s rank=0")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.mark.parametrize("n, ready", [(12, True), (12, False), (4, False)])
+def test_tgi_shards_waiting_are_quiet(n: int, ready: bool) -> None:
+    # a run of "Waiting for shard to be ready..." is what a normal (long) load shows too: no hang without more
+    # (a rule was drafted and dropped: the gated corpus holds such healthy excerpts)
+    assert _quiet(_shard_wait(n, ready), "launcher.log")
+
+
+@pytest.mark.parametrize("text", [
+    "### Describe the bug\nWith the FP8 checkpoint the model falls into an endless repetition loop on long prompts.\n",
+    "### Describe the bug\nThe output repeat and repeat when the tool parser is on.\n",
+])
+def test_repetition_loop_in_prose_is_bad_output(text: str) -> None:
+    assert _cat(text) == "bad-output"
+
+
+def test_repetition_loop_hypothesis_is_quiet() -> None:
+    assert _quiet("Without a repetition penalty a small model may enter a repetition loop.\n")
+
+
+@pytest.mark.parametrize("text", [
+    "**What happened:**\nThe predictor pod starts, but the worker processes are repeatedly restarted and no request "
+    "is served.\n",
+    "**What happened:**\nAfter the upgrade the operator created an OOMKilled loop on every restart.\n",
+])
+def test_restart_and_oomkilled_loops_in_prose_are_other_failure(text: str) -> None:
+    assert _cat(text) == "other-failure"
+
+
+def test_restart_loop_hypothesis_is_quiet() -> None:
+    assert _quiet("Without the readiness gate the workers would be repeatedly restarted by the supervisor.\n")
+
+
+def test_rewritten_xid_mmu_fault_record_is_read_by_the_xid_catalogue() -> None:
+    text = ("All faults from kern.log on this host:\n\n```\n"
+            "02-03 04:05:06 Xid 31 GPC0 GPCCLIENT_T1_2 @ 0x7f00_40000000 FAULT_PTE ACCESS_TYPE_VIRT_WRITE\n"
+            "02-03 04:07:10 Xid 31 GPC2 GPCCLIENT_T1_5 @ 0x7f00_80000000 FAULT_PDE ACCESS_TYPE_VIRT_READ\n```\n")
+    f = classify_text(text, "issue.md")
+    # Xid 31 is an application's MMU fault: the catalogue's reading (software, the node is fine), not nothing
+    assert f.kind == "xid_app_fault" and f.facts["codes"] == [31]
+
+
+def test_fault_type_without_an_xid_is_quiet() -> None:
+    assert _quiet("The NVRM docs list fault types such as FAULT_PDE and ACCESS_TYPE_VIRT_READ.\n")
+
+
+def test_power_cable_traced_as_the_cause_is_gpu_hardware() -> None:
+    assert _cat("Reconnected the card: it turned out to be a loose power connector, no segfault since.\n") == \
+        "gpu-hardware"
+
+
+def test_power_cable_advice_is_quiet() -> None:
+    assert _quiet("If the GPU keeps dropping, check whether a loose power cable is the cause.\n")
+
+
+def test_host_crash_in_prose_is_other_failure() -> None:
+    assert _cat("### Describe the bug\nStarting the 8-card job, the host crashed and had to be power-cycled.\n") == \
+        "other-failure"
+
+
+def test_host_crash_hypothesis_is_quiet() -> None:
+    assert _quiet("A kernel bug like this could make the host crash under load.\n")
+
+
+def test_gpus_that_cannot_do_p2p_are_other_failure() -> None:
+    assert _cat("Since the driver update my two linked GPUs can not do p2p and tensor parallel stops.\n") == \
+        "other-failure"
+
+
+def test_p2p_rule_statement_is_quiet() -> None:
+    assert _quiet("Consumer GPUs cannot use P2P if the driver disables it.\n")
+
+
+def test_nvlink_bridge_removed_and_solved_is_nvlink() -> None:
+    assert _cat("After a week of this I pulled out the NVLink bridge and the hang is gone.\n") == "nvlink"
+
+
+def test_nvlink_bridge_advice_is_quiet() -> None:
+    assert _quiet("Try to remove the NVLink bridge and check if the hang is gone.\n")
