@@ -326,3 +326,34 @@ def test_nvlink_bridge_removed_and_solved_is_nvlink() -> None:
 
 def test_nvlink_bridge_advice_is_quiet() -> None:
     assert _quiet("Try to remove the NVLink bridge and check if the hang is gone.\n")
+
+
+def test_crash_told_in_chinese_is_other_failure() -> None:
+    assert _cat("换了三张大图以后服务崩溃了，两张图没问题。\n") == "other-failure"
+
+
+@pytest.mark.parametrize("text", ["显存给得太满的话肯定崩。\n", "这样配置会不会崩？\n"])
+def test_crash_hypothesis_or_question_in_chinese_is_quiet(text: str) -> None:
+    assert _quiet(text)
+
+
+def test_fatal_crash_at_the_end_of_a_chain_is_other_failure() -> None:
+    text = ("### What happened?\nA network error in one worker raised an exception, which resulted in a crash of "
+            "the whole serving engine.\n")
+    assert _cat(text) == "other-failure"
+
+
+def test_fatal_crash_hypothesis_is_quiet() -> None:
+    assert _quiet("An unhandled network error there could lead to a crash of the whole engine.\n")
+
+
+def test_go_runtime_crash_frames_are_other_failure() -> None:
+    rows = "".join(f"        net/http/server.go:{100 + i} +0x{i + 16:x} fp=0xc0000{i}f000 sp=0xc0000{i}e000 "
+                   f"pc=0x55d0000{i}a000\n" for i in range(4))
+    assert _cat("goroutine 12 [IO wait]:\n" + rows, "journal.log") == "other-failure"
+
+
+def test_go_stack_without_frame_registers_is_quiet() -> None:
+    rows = "".join(f"net/http.(*conn).serve(0xc000{i}00)\n        net/http/server.go:{100 + i} +0x{i + 16:x}\n"
+                   for i in range(4))
+    assert _quiet("goroutine 12 [IO wait]:\n" + rows, "journal.log")
