@@ -159,9 +159,29 @@ _DIAG_AREA = (
     (re.compile(r"diagnostic|sm stress|targeted stress|pulse|eud|memtest|hardware|software", re.I), "hardware"),
     (re.compile(r"pcie", re.I), "pcie"),
 )
+# DCGM's messages when a test cannot start on the GPU: "Error using CUDA API cuCtxCreate", "Unable to create CUDA
+# context", "CUDA-capable device(s) is/are busy or unavailable"
+_DIAG_UNAVAILABLE = re.compile(r"Unable to create CUDA context|Error using CUDA API cuCtxCreate|busy or unavailable",
+                               re.I)
 _DIAG_MEMORY_MSG = re.compile(r"uncorrectable|row remap|retire|double.bit|\bDBE\b|ECC", re.I)
 _DIAG_KIND = {"memory": ("gpu-memory", "gpu-ecc", 0.75), "nvlink": ("nvlink", "engine-hang", 0.6),
               "hardware": ("gpu-hardware", "gpu-ecc", 0.6), "pcie": ("gpu-hardware", "gpu-ecc", 0.45)}
+
+
+# DCGM's DCGM_FR_NVLINK_DOWN ("GPU %u's NvLink link %u is currently down"), and a report that the system has no
+# NVLink at all ("on any GPU system without NvLink", "there is no NVLink", "NVLink is not present")
+_NVLINK_DOWN_MSG = re.compile(r"NvLink link \d{1,2} is currently down", re.I)
+_NO_NVLINK = re.compile(r"(?i)\b(?:without|no|not have|doesn't have|does not have|lacks?)\s{1,3}"
+                        r"(?:an?\s{1,3}|any\s{1,3})?NV ?Links?\b"
+                        r"|\bNV ?Link (?:is |are )?(?:not|never) (?:present|available|installed|fitted)\b")
+
+
+def _nvlink_absent(lines: tuple[str, ...], messages: list[list[object]]) -> bool:
+    """Every message of the failed PCIe test is an NvLink link reported down, and the prose says there is no
+    NVLink on the system."""
+    if not messages or not all(_NVLINK_DOWN_MSG.search(str(m[2])) for m in messages):
+        return False
+    return any(_NO_NVLINK.search(line) for line in lines if not line.lstrip().startswith("|"))
 
 
 def _diag(lines: tuple[str, ...], name: str) -> Finding | None:
@@ -202,7 +222,16 @@ def _diag(lines: tuple[str, ...], name: str) -> Finding | None:
     areas = [next((a for rx, a in _DIAG_AREA if rx.search(r[1])), "setup") for r in failed]
     if any(_DIAG_MEMORY_MSG.search(str(m[2])) for m in errors):
         areas.append("memory")
+    elif "memory" in areas and not any(_DIAG_MEMORY_MSG.search(str(m[2])) for m in messages) and any(
+            _DIAG_UNAVAILABLE.search(str(m[2])) for m in messages):
+        # the memory test never ran: the GPU would not take a CUDA context (busy or unavailable), no memory error
+        areas = ["hardware" if a == "memory" else a for a in areas]
     area = next((a for a in ("memory", "nvlink", "hardware", "pcie") if a in areas), "setup")
+    if area == "pcie" and not errors and _nvlink_absent(lines, messages):
+        facts["reading"] = ("the PCIe test failed only on NvLink links reported down, on a system the report says has "
+                            "no NVLink: the diagnostic checks links that are not there, not a fault")
+        return Finding(name, "dcgm_diag_nvlink_absent", True, None, 0.5, facts, line_numbers([r[0] for r in failed]),
+                       "dcgm_health", severity="info", category="benign")
     category, hint, conf = _DIAG_KIND.get(area, ("other-failure", None, 0.5))
     lines_ = [r[0] for r in failed] + [int(str(m[0])) for m in errors]
     return Finding(name, f"dcgm_diag_{area}_fail", False, hint, conf, facts, line_numbers(lines_), "dcgm_health",

@@ -31,6 +31,8 @@ _CHANGE = re.compile(
     r"Test plan|Testing Done|Proposed (?:Solution|Fix|Change)s?|Feature Summary|Feature request|Implementation|"
     r"What(?:'s| has)? changed(?: and why)?|Summary of changes|Changes made)\b"
     r"|^\s{0,3}#{1,4}\s{0,3}(?:Fix|The fix|Solution)\s*$"
+    r"|^\s{0,3}(?:#{1,4}\s{0,3})?(?:\*\*)?(?:List of changes|Changes in this (?:PR|version|release)|Summary of changes)"
+    r"(?:\*\*)?\s{0,2}:?(?:\*\*)?\s*$"
     r"|\b[Tt]his (?:PR|pull request|patch|commit|MR|changeset)\b"
     r"|^\s{0,3}(?:[-*]\s{1,3})?(?:Fixes|Closes|Resolves|Fix|Fixed|Close|Resolve)\s{1,3}(?:#\d{1,7}|https?://\S{1,200}/(?:issues|pull)/\d{1,7})"
     r"|^\s{0,3}(?:fix|feat|chore|docs|refactor|perf|test)(?:\([^)\n]{1,40}\))?!?:\s"
@@ -96,21 +98,28 @@ _REFERENCE_HEADING = re.compile(
     r"(?i)^\s{0,3}(?:#{1,4}\s{0,3})?(?:\d{1,2}[.)]\s{0,2})?"
     r"(?:Symptoms?|Causes?|Possible causes|Root cause|Resolution|"
     r"Diagnos(?:e|is|tic order)|How to (?:diagnose|fix|resolve|troubleshoot)(?: it)?|What it means|What to do|"
-    r"Signal or noise\??|Prevention|Remediation|Recommended actions?)\s{0,2}[:#]?[^\n]{0,40}$"
+    r"Signal or noise\??|Prevention|Remediation|Recommended actions?|"
+    # a runbook's sections: "Runbook: GPU fault, drain, reset", "Trigger", "Pre-checks", "Escalation", "Rollback"
+    r"Runbook|Triggers?|Pre-?checks|Escalation|Rollback|Verification)\s{0,2}[:#]?[^\n]{0,40}$"
 )
+# a rendered documentation page's heading keeps its permalink sign ("Optimization and Tuning#", "Preemption¶"): two
+# such headings make one mark
+_PERMALINK_HEADING = re.compile(r"^\s{0,3}[A-Z][\w ,:/()'-]{2,50}?[#¶]\s*$")
 _REFERENCE_PHRASE = re.compile(
     r"(?i)\b(?:typical (?:kernel[- ]log |log |dmesg )?signature|(?:XID|error|log) (?:log )?examples"
     r"|this (?:XID|error|error code|event) (?:indicates|means|is raised when)"
     r"|(?:logs?|messages?|events?|lines?) (?:are|is) in the following format"
     r"|(?:event|health|kernel) log looks like this"
     r"|see (?:the )?[\w -]{1,40}? for (?:more|general|further|additional|detailed) (?:info|information|details)"
-    r"|(?:is|are) supported on the following)\b"
+    r"|(?:is|are) supported on the following"
+    r"|consider the following (?:actions|steps|options|settings|remedies))\b"
 )
 # a numbered section heading of a manual ("1. Implementation", "3.1. XIDs"): three of them make one mark
 _NUMBERED_SECTION = re.compile(
     r"^\s{0,3}\d{1,2}(?:\.\d{1,2}){0,2}\.?\s{1,3}[A-Z][A-Za-z-]{2,30}(?:\s[A-Za-z-]{1,20}){0,2}\s*$")
 _REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when", "following format", "looks like this",
-                    "for more", "for general", "for further", "for additional", "for detailed", "on the following")
+                    "for more", "for general", "for further", "for additional", "for detailed", "on the following",
+                    "consider the following")
 
 
 def _reference_marks(prose: str) -> int:
@@ -118,11 +127,16 @@ def _reference_marks(prose: str) -> int:
     definitions on lines that hold one of their words."""
     marks: set[str] = set()
     numbered = 0
+    permalinks = 0
     for line in prose.split("\n"):
         if len(line) <= 60:
             m = _REFERENCE_HEADING.match(line)
             if m:
                 marks.add(line.strip().lower()[:20])
+            elif line.rstrip()[-1:] in ("#", "¶") and _PERMALINK_HEADING.match(line):
+                permalinks += 1
+                if permalinks >= 2:
+                    marks.add("permalink headings")
             elif len(line) <= 40 and line[:4].lstrip()[:1].isdigit() and _NUMBERED_SECTION.match(line):
                 numbered += 1
                 if numbered >= 3:

@@ -517,9 +517,11 @@ _LOGSHAPE = re.compile(r"^\s{0,4}(?:\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\
                        r"E[A-Z]\d{4}: |[a-z][\w-]{1,20} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: )|"
                        r"\[FUNC:\w{1,60}\]\[FILE:|(?:\[[A-Z][A-Za-z ]{0,20}: [^\]\n]{1,120}\][ \t]{0,4}){3}")
 # Producers whose output is never a model's answer: repetition in their rows (one state per NVLink link, the
-# same driver message every second) is the format, not a degenerate completion.
+# same driver message every second) is the format, not a degenerate completion. Also syslogd's broadcast to the
+# terminals ("Message from syslogd@host at ...", wall) and the kernel's hardware-error prefix ("[Hardware Error]: ").
 _MARKERS = ("NVRM", "NVIDIA-SMI", "Traceback", "NCCL", "DCGM", "Thread 0x", "nvidia-smi", "GPU 0", "#Entity",
-            "dcgmi", "gpuId ", "NvLink", "nvidia-modeset", "nvidia-drm", "kubectl", "Exit Code")
+            "dcgmi", "gpuId ", "NvLink", "nvidia-modeset", "nvidia-drm", "kubectl", "Exit Code",
+            "Message from syslogd@", "[Hardware Error]: ")
 
 
 def _plain_sample(text: str) -> Sample | None:
