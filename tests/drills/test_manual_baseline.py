@@ -98,3 +98,7 @@ def test_the_manual_baseline_is_on_for_named_drills_and_opt_in_for_the_suite(mon
     assert seen["named"] == [True]
     assert runner.invoke(app, ["drill", "gpu-ecc", "--act", "--json", "--no-manual", "--no-simulate"]).exit_code == 0
     assert seen["named"] == [False]
+    out = runner.invoke(app, ["drill", "--suite", "4", "--act", "--manual", "--json"])
+    assert out.exit_code == 0 and '"manual": true' in out.output
+    out = runner.invoke(app, ["drill", "--suite", "4", "--manual"])
+    assert out.exit_code != 0 and "needs --act" in out.output

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llm_oncall.evidence import prior, prior_train
-from llm_oncall.evidence.classify import classify_text
+from llm_oncall.evidence.classify import classify_file, classify_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -210,3 +210,37 @@ def test_training_directories_are_one_corpus_with_distinct_paths(tmp_path: Path)
     (tmp_path / "x" / "b" / "s.txt").write_text("sample b, changed\n", encoding="utf-8")
     assert prior_train.training_sha256(prior_train.training_set(roots)) != before
     assert [r.part for r in prior_train.rows(roots)] == ["a", "b"]
+
+
+def test_diagnose_logs_are_read_without_the_prior(tmp_path: Path, toy_prior: prior.Fallback,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`diagnose --logs` files are a process's log or a command's output: a prior that would answer for them (here
+    one that answers anything) is not asked, so its guess never becomes an incident's evidence; `evidence classify`
+    of the same file is."""
+    from llm_oncall.cli.diagnose import log_findings
+
+    monkeypatch.setattr(prior, "packaged", lambda: toy_prior)
+    log = tmp_path / "worker.log"
+    log.write_text(HANGING + "\n")
+    assert classify_file(log).kind == "word_prior"
+    assert [f.kind for f in log_findings([log])] == ["unknown"]
+
+
+def test_a_model_file_with_unreadable_settings_turns_the_fallback_off(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings the code cannot read (a hand-edited or truncated `meta.settings`) leave documents classified by the
+    catalogue alone, not blanked to `unknown`."""
+    body = json.loads(prior.MODEL_PATH.read_text(encoding="utf-8"))
+    body["meta"]["settings"] = {"min_margin": "not a number"}
+    broken = tmp_path / "prior.json"
+    broken.write_text(json.dumps(body), encoding="utf-8")
+    monkeypatch.setattr(prior, "MODEL_PATH", broken)
+    prior.default_model.cache_clear()
+    prior.packaged.cache_clear()
+    try:
+        assert prior.packaged() is None
+        xid = "[  12.3] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
+        assert classify_text(xid, "dmesg.txt").kind == "xid_79"
+    finally:
+        prior.default_model.cache_clear()
+        prior.packaged.cache_clear()

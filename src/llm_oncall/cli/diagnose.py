@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ from llm_oncall.diagnosis.engine import Diagnosis
 from llm_oncall.diagnosis.report import report
 from llm_oncall.diagnosis.symptoms import Slo
 from llm_oncall.evidence.classify import classify_file
+from llm_oncall.evidence.model import Finding
 from llm_oncall.signals.bundle import BundleError, BundleWriter, ReplaySource
 from llm_oncall.signals.prometheus import PrometheusError, PrometheusSource
 from llm_oncall.signals.scrape import ScrapeSource
@@ -36,6 +38,13 @@ from llm_oncall.signals.targets import parse_target, read_file_sd
 from llm_oncall.signals.view import snapshot_table
 
 REPLAY_SCRAPES_KEPT = 1_000_000  # a recorded history is stepped through from its start: keep all of it
+
+
+def log_findings(logs: Sequence[Path]) -> list[Finding]:
+    """The `--logs` files' findings, read as what they are — a process's log or a command's output — so the
+    word-level prior, which reads a person's prose, never answers for them: a guess from words would become an
+    incident's evidence (`log_<incident>` features)."""
+    return [classify_file(f, word_prior=False) for f in logs]
 
 
 def register(app: typer.Typer) -> None:
@@ -165,16 +174,16 @@ def diagnose(
         if replay is not None:
             rs = ReplaySource(replay)
             pilot = Autopilot(rs.interval_s, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT, slo=slo)
-            pilot.add_findings([classify_file(f) for f in logs])
+            pilot.add_findings(log_findings(logs))
             diagnosis = _replay(pilot, rs.collect(), story)
         elif prometheus is not None:
             ps = PrometheusSource(prometheus, selector, window_s=max(window or 0, 40 * interval), step_s=interval)
             pilot = Autopilot(interval, registry, lang, window, scrapes_kept=REPLAY_SCRAPES_KEPT, slo=slo)
-            pilot.add_findings([classify_file(f) for f in logs])
+            pilot.add_findings(log_findings(logs))
             diagnosis = _replay(pilot, ps.collect(), story)
         else:
             pilot = Autopilot(interval, registry, lang, window, slo=slo)
-            pilot.add_findings([classify_file(f) for f in logs])
+            pilot.add_findings(log_findings(logs))
             diagnosis = _live(pilot, _targets(target, dcgm, targets_file), interval, samples, None)
     except (BundleError, PrometheusError, ValueError) as exc:
         raise fail(str(exc)) from exc

@@ -48,6 +48,8 @@ def drill(
     from llm_oncall.drills import runner
     from llm_oncall.drills.scoreboard import scoreboard
 
+    if manual is not None and not act:
+        raise fail("--manual/--no-manual needs --act (the human works the incident through the on-call loop)")
     if what_if is not None:
         _what_if(incidents or [], what_if, seed, as_json)
         return
@@ -132,7 +134,7 @@ def _suite_act(n: int, seed: int, workers: int | None, manual: bool, as_json: bo
         task = progress.add_task("drill suite (--act)", total=len(scenarios))
         results = suite_act.run(n, seed, workers, manual, progress=lambda r: progress.advance(task),
                                 scenarios=scenarios)
-    body = suite_act.report(results, n, seed)
+    body = suite_act.report(results, n, seed, manual=manual)
     if as_json:
         print_json(body)
         return

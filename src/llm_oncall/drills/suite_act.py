@@ -92,21 +92,23 @@ def _stats(values: Sequence[float]) -> dict[str, float | None]:
     return {"median_s": quantile(values, 0.5), "p95_s": quantile(values, 0.95)}
 
 
-def report(results: Sequence[ActResult], n: int, seed: int) -> dict[str, Any]:
+def report(results: Sequence[ActResult], n: int, seed: int, manual: bool = False) -> dict[str, Any]:
     """MTTR (onset → recovery) of the recovered, by incident; a scenario that did not recover counts in `recovered`
     only (an MTTR needs a recovery). `acted`: the scenarios where the loop executed an action at all (a recovery
-    needs one; one without is a fix that did not apply, e.g. a router rollback with no router change to undo)."""
+    needs one; one without is a fix that did not apply, e.g. a router rollback with no router change to undo).
+    `manual`: whether the human's run was part of it (its medians are null both when it was not run and when the
+    human recovered nothing)."""
     by: dict[str, list[ActResult]] = {}
     for r in results:
         by.setdefault(r.drill.incident, []).append(r)
     ttr = [r.seconds_to_recovery for r in results if r.seconds_to_recovery is not None]
-    manual = [r.manual_seconds_to_recovery for r in results if r.manual_seconds_to_recovery is not None]
+    by_hand = [r.manual_seconds_to_recovery for r in results if r.manual_seconds_to_recovery is not None]
     return {
-        "scenarios": n, "seed": seed, "incidents": len(results),
+        "scenarios": n, "seed": seed, "incidents": len(results), "manual": manual,
         "accuracy": sum(r.correct for r in results) / len(results) if results else None,
         "recovered": sum(r.recovered for r in results),
         "mttr_median_s": quantile(ttr, 0.5), "mttr_p95_s": quantile(ttr, 0.95),
-        "manual_mttr_median_s": quantile(manual, 0.5) if manual else None,
+        "manual_mttr_median_s": quantile(by_hand, 0.5) if by_hand else None,
         "mttr_by_incident": {inc: {"n": len(rs), "recovered": sum(r.recovered for r in rs),
                                    "acted": sum(any(a["status"] == "executed" for a in r.actions) for r in rs),
                                    **_stats([r.seconds_to_recovery for r in rs if r.seconds_to_recovery is not None]),

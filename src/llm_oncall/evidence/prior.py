@@ -258,9 +258,13 @@ class Fallback:
 
 @lru_cache(maxsize=1)
 def packaged() -> Fallback | None:
-    """The packaged model with the settings it records, or None when there is none."""
+    """The packaged model with the settings it records, or None when there is none or they cannot be read (a
+    damaged model file turns the fallback off; it must never cost a document its reading)."""
     m = default_model()
-    s = default_settings(m) if m else None
+    try:
+        s = default_settings(m) if m else None
+    except (KeyError, ValueError, TypeError):
+        return None
     return Fallback(m, s) if m is not None and s is not None else None
 
 
