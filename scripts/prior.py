@@ -6,6 +6,8 @@ with and without it, check the packaged model is current.
   PYTHONPATH=src python scripts/prior.py cv [DIR…]       # the cross-validated figures only
   PYTHONPATH=src python scripts/prior.py eval DIR [DIR…]  # held-out sets, without and with the fallback
   PYTHONPATH=src python scripts/prior.py check            # exit 1 when catalog/prior.json is stale
+  PYTHONPATH=src python scripts/prior.py loso             # round 3r: the failure-report reader, leave-one-set-out
+  PYTHONPATH=src python scripts/prior.py reader-eval DIR…  # a held-out set with the reader (prior.READER_MEASURED)
 """
 
 from __future__ import annotations
@@ -51,6 +53,22 @@ def _cv(dirs: list[str]) -> dict[str, Any]:
     return cv
 
 
+def loso_table(res: dict[str, Any]) -> list[str]:
+    """The leave-one-set-out figures, one Markdown table row per held-out set (docs/evidence.md, "Round 3r")."""
+    out = []
+    for d, v in res.items():
+        w, b, a = v["without"], v["before"], v["after"]
+        r = v["reader"]
+        chosen = "none" if r is None else (f"{r['min_lines']} line(s), margin {r['min_margin']}, "
+                                           f"headings {'count' if r['headings'] else 'do not count alone'}")
+        out.append(f"| {d.split('/')[-1]} ({w['samples']}; {v['eligible']} empty, {v['eligible_failures']} failures) "
+                   f"| {w['correct']}/{w['samples']}; {w['benign_correct']}/{w['benign_predicted']} "
+                   f"| {b['correct']}/{b['samples']}; {b['benign_correct']}/{b['benign_predicted']} "
+                   f"| {a['correct']}/{a['samples']}; {a['benign_correct']}/{a['benign_predicted']} "
+                   f"| {a['fired'] - b['fired']:+d} answers | {v['classes']}; {chosen} |")
+    return out
+
+
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "check"
     if cmd == "cv":
@@ -79,6 +97,34 @@ def main(argv: list[str]) -> int:
         for d in argv[1:]:
             r = prior_train.evaluate(Path(d), model, settings)
             print(f"{d} (nothing found in {r['eligible']})")
+            print(f"  without: {_fmt(r['without'])}\n  with:    {_fmt(r['with'])}")
+            for rel, exp, got in r["fired"]:
+                print(f"    {exp} → {got}: {rel}")
+        return 0
+    if cmd == "loso":
+        sets = prior_train.loso_sets(ROOT)
+        res = prior_train.leave_one_set_out(sets)
+        print("| held-out set | without the prior | before: the plain prior | after: with the reader | reader "
+              "answers | class mode; reader settings (chosen on the other sets) |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(loso_table(res)))
+        for d, v in res.items():
+            print(f"{d}: class accuracy of reported failures {v['class_accuracy']}")
+            for rel, exp, before, after in v["changed"]:
+                print(f"    {exp}: {before} → {after}: {rel}")
+        fin = prior_train.final_reader(sets, prior.default_settings() or prior.Settings(1.85, 3))
+        print(f"every set pooled (out of set): without {_fmt(fin['without'])}\n  plain prior {_fmt(fin['plain'])}\n"
+              f"  with the reader {_fmt(fin['with'])}\n  chosen: {fin['reader']}")
+        return 0
+    if cmd == "reader-eval":
+        model = prior.default_model()
+        settings = prior.default_settings(model)
+        if model is None or settings is None:
+            print("no packaged model: run train first", file=sys.stderr)
+            return 2
+        for d in argv[1:]:
+            r = prior_train.evaluate(Path(d), model, settings, prior.READER_MEASURED)
+            print(f"{d} (nothing found in {r['eligible']}), reader {prior.READER_MEASURED}")
             print(f"  without: {_fmt(r['without'])}\n  with:    {_fmt(r['with'])}")
             for rel, exp, got in r["fired"]:
                 print(f"    {exp} → {got}: {rel}")

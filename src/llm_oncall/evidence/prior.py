@@ -24,12 +24,13 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from llm_oncall.evidence import reported
 from llm_oncall.evidence.catalog import HINT_OF_CATEGORY
 from llm_oncall.evidence.model import Finding, compact, line_numbers
 
@@ -107,18 +108,19 @@ class Model:
 
 
 def train(docs: Sequence[tuple[str, str]], top_k: int = 300, min_df: int = 2, alpha: float = 1.0,
-          meta: dict[str, Any] | None = None) -> Model:
+          meta: dict[str, Any] | None = None, tokenize: Callable[[str], Set[str]] = doc_tokens) -> Model:
     """A binarised multinomial naive Bayes from ``(text, class)`` pairs. Tokens in fewer than ``min_df``
     documents are dropped (one sample's wording teaches nothing general); of the rest, each class keeps the
     ``top_k`` tokens most typical of it against the other classes (log-probability ratio, ties by token), and
-    the model keeps the union. Deterministic: the same documents give the same model."""
+    the model keeps the union. Deterministic: the same documents give the same model. ``tokenize``: doc_tokens, or
+    a cached equivalent when one corpus is trained on many times (prior_train's leave-one-set-out)."""
     classes = tuple(sorted({c for _, c in docs}))
     if BENIGN not in classes:
         raise ValueError("training needs benign documents")
     df: dict[str, Counter[str]] = {c: Counter() for c in classes}
     ndocs: Counter[str] = Counter()
     for text, c in docs:
-        df[c].update(doc_tokens(text))
+        df[c].update(tokenize(text))
         ndocs[c] += 1
     total: Counter[str] = Counter()
     for c in classes:
@@ -155,6 +157,7 @@ class Reading:
     tokens: int  # the document's tokens the model knows
     top_tokens: tuple[str, ...]  # the tokens that weigh most for ``cls`` against benign
     posterior: float  # P(cls | document) of the naive Bayes (overconfident on long texts: a tie-breaker only)
+    ranking: tuple[str, ...] = ()  # the failure classes, best first
 
 
 def read(model: Model, text: str) -> Reading | None:
@@ -174,8 +177,9 @@ def read(model: Model, text: str) -> Reading | None:
     top = max(scores)
     z = sum(math.exp(s - top) for s in scores)
     weights = sorted(((model.log_prob[t][best] - model.log_prob[t][b], t) for t in toks), key=lambda x: (-x[0], x[1]))
+    ranking = tuple(model.classes[i] for i in sorted(fail, key=lambda i: (-scores[i], i)))
     return Reading(model.classes[best], margin, len(toks), tuple(t for w, t in weights[:8] if w > 0),
-                   math.exp(scores[best] - top) / z)
+                   math.exp(scores[best] - top) / z, ranking)
 
 
 def evidence_lines(model: Model, text: str, cls: str, limit: int = 5) -> list[int]:
@@ -208,6 +212,37 @@ def decide(reading: Reading | None, settings: Settings) -> str | None:
     if reading is None or reading.tokens < settings.min_tokens or reading.margin < settings.min_margin:
         return None
     return reading.cls
+
+
+@dataclass(frozen=True)
+class ReaderSettings:
+    """When a document the failure-report reader (reported.py) reads as a report takes the prior's best failure
+    class: at least ``min_lines`` report lines and no mark of a text that only names failures, and the class' margin
+    at least ``min_margin`` (lower than the plain prior's: whether a failure is reported is the reader's to say, the
+    prior only says which). Chosen leave-one-set-out (docs/evidence.md, "Round 3r")."""
+
+    min_lines: int
+    min_margin: float
+    # "prior": the prior's best failure class; "lexicon": the class the reader's cues name, else the prior's;
+    # "cues": only a class the cues name (no cue, no answer)
+    classes: str = "prior"
+    headings: bool = True  # a bug template's report heading counts alone
+
+
+def decide_with_reader(reading: Reading | None, report: reported.Report | None, settings: Settings,
+                       reader: ReaderSettings | None, text: str = "") -> str | None:
+    """The plain prior's answer; failing that, with ``reader``, the class of a reported failure: the prior's best
+    failure class, or (``classes="lexicon"``) the class the report's cues name, ties and no cue to the prior's
+    ranking."""
+    plain = decide(reading, settings)
+    if plain is not None or reader is None or reading is None or report is None:
+        return plain
+    if not report.reports(reader.min_lines, reader.headings) or reading.margin < reader.min_margin:
+        return None
+    if reader.classes == "prior":
+        return reading.cls
+    cue = reported.cue_class(text, report, reading.ranking)
+    return cue if reader.classes == "cues" else (cue or reading.cls)
 
 
 def corpus_hash(items: Iterable[tuple[str, str, bytes]]) -> str:
@@ -247,11 +282,12 @@ class Fallback:
 
     model: Model
     settings: Settings
+    reader: ReaderSettings | None = None  # the failure-report reader beside the prior (round 3r: measured, not adopted)
 
     def answer(self, text: str, name: str) -> Finding | None:
         """The prior's finding, or None; never raises (the fallback must never cost the file its reading)."""
         try:
-            return finding(self.model, self.settings, text, name)
+            return finding(self.model, self.settings, text, name, self.reader)
         except Exception:
             return None
 
@@ -279,10 +315,32 @@ def resolve(use: Fallback | bool | None, stream: bool = False) -> Fallback | Non
     return packaged() if (use or ADOPTED) else None
 
 
-def finding(model: Model, settings: Settings, text: str, name: str) -> Finding | None:
-    """The prior's finding for a text nothing recognised, or None when it is not clearly for a failure class."""
+# The reader's settings round 3r chose on every labelled set's out-of-set readings (prior_train.final_reader) and
+# measured on the 3p check set; not adopted (docs/evidence.md, "Round 3r"): no Fallback uses them by default.
+READER_MEASURED = ReaderSettings(min_lines=1, min_margin=1.25, classes="lexicon", headings=False)
+
+
+def finding(model: Model, settings: Settings, text: str, name: str,
+            reader: ReaderSettings | None = None) -> Finding | None:
+    """The prior's finding for a text nothing recognised, or None when it is not clearly for a failure class. With
+    ``reader``, a text the failure-report reader reads as a report takes a failure class at a lower margin
+    (decide_with_reader): kind ``failure_reported``, its lines the report's."""
     r = read(model, text)
     cls = decide(r, settings)
+    if r is not None and cls is None and reader is not None:
+        report = reported.read(text)
+        cls = decide_with_reader(r, report, settings, reader, text)
+        if cls is not None:
+            return Finding(name, "failure_reported", False, HINT_OF_CATEGORY[cls], settings.confidence, compact({
+                "prior_class": r.cls,
+                "class": cls,
+                "margin": round(r.margin, 3),
+                "report_lines": len(report.lines),
+                "reading": "a failure told in prose: these lines report a malfunction in words the catalogue does "
+                           f"not know; {cls} is the class their cues name or the word-level prior ranks first",
+                "next_step": "read the lines; if they show a real failure in a new format, add a signature "
+                             "(docs/evidence.md)",
+            }), line_numbers(list(report.lines[:5])), "prior", severity="warning", category=cls)
     if r is None or cls is None:
         return None
     lines = evidence_lines(model, text, cls)

@@ -13,16 +13,19 @@ through the same ``prior.finding`` the classifier calls.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
+import itertools
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_oncall.evidence import corpus, prior
+from llm_oncall.evidence import corpus, prior, reported
 from llm_oncall.evidence.classify import classify_all, read_text
 
 FOLDS = 5
@@ -107,8 +110,9 @@ def fold_of(thread: str, k: int = FOLDS) -> int:
     return int(hashlib.sha256(thread.encode()).hexdigest(), 16) % k
 
 
-def train_rows(rs: Sequence[Row], meta: dict[str, Any] | None = None) -> prior.Model:
-    return prior.train([(r.text, r.expected) for r in rs], meta=meta)
+def train_rows(rs: Sequence[Row], meta: dict[str, Any] | None = None,
+               tokenize: Callable[[str], AbstractSet[str]] = prior.doc_tokens) -> prior.Model:
+    return prior.train([(r.text, r.expected) for r in rs], meta=meta, tokenize=tokenize)
 
 
 def out_of_fold(rs: Sequence[Row], k: int = FOLDS) -> dict[str, prior.Reading | None]:
@@ -233,12 +237,171 @@ def build(roots: Path | Sequence[Path], commit: str | None = None, today: dt.dat
     return train_rows(rs, meta), cv
 
 
-def evaluate(root: Path, model: prior.Model, settings: prior.Settings) -> dict[str, Any]:
-    """A set's figures without and with the fallback (the model is not retrained)."""
+def evaluate(root: Path, model: prior.Model, settings: prior.Settings,
+             reader: prior.ReaderSettings | None = None) -> dict[str, Any]:
+    """A set's figures without and with the fallback (the model is not retrained; ``reader``: with the failure-report
+    reader beside it)."""
     rs = rows(root)
-    answers = {r.rel: (f.category if (f := prior.finding(model, settings, r.text, r.rel)) else None)
+    answers = {r.rel: (f.category if (f := prior.finding(model, settings, r.text, r.rel, reader)) else None)
                for r in rs if r.empty}
     with_fallback = score(rs, answers)
     fired = [(r.rel, r.expected, answers[r.rel]) for r in rs if r.empty and answers.get(r.rel)]
     return {"without": score(rs, {}).to_json(), "with": with_fallback.to_json(), "fired": fired,
             "eligible": sum(r.empty for r in rs)}
+
+
+# ---- Round 3r: the failure-report reader, measured leave-one-set-out (docs/evidence.md, "Round 3r") ----
+
+# The labelled sets, each held out in turn: the gated corpus and every labelled held-out set whose round is over
+# (fresh-2026-12p-check is the unseen check set of round 3r and is never among them).
+LOSO_DIRS: tuple[str, ...] = (*TRAINING_DIRS, "tests/evidence/holdout/fresh-2026-12n-check")
+READER_MIN_LINES: tuple[int, ...] = (1, 2, 3)
+READER_MARGINS: tuple[float, ...] = (-99.0, -1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+READER_HEADINGS: tuple[bool, ...] = (True, False)
+CLASS_MODES: tuple[str, ...] = ("prior", "lexicon")
+
+
+def loso_sets(repo: Path, dirs: Sequence[str] = LOSO_DIRS) -> dict[str, list[Row]]:
+    """Each set's samples classified with the prior off, named ``<set>/<path>`` (unique across sets)."""
+    return {d: [dataclasses.replace(r, rel=f"{d}/{r.rel}", part=d) for r in rows(repo / d)] for d in dirs}
+
+
+def reader_decisions(readings: dict[str, prior.Reading | None], reports: dict[str, reported.Report],
+                     plain: prior.Settings, reader: prior.ReaderSettings | None,
+                     texts: dict[str, str] | None = None) -> dict[str, str | None]:
+    """Each empty sample's answer: the plain prior's when it answers; else, with ``reader``, the class of a failure
+    the reader reads as reported when the margin is at least the reader's floor (prior.decide_with_reader)."""
+    t = texts or {}
+    return {rel: prior.decide_with_reader(rd, reports.get(rel), plain, reader, t.get(rel, ""))
+            for rel, rd in readings.items()}
+
+
+def _train_without(sets: dict[str, list[Row]], leave: Sequence[str],
+                   cache: dict[tuple[str, ...], prior.Model]) -> prior.Model:
+    key = tuple(sorted(leave))
+    if key not in cache:
+        cache[key] = train_rows([r for n in sets if n not in key for r in sets[n]], tokenize=_tokens)
+    return cache[key]
+
+
+_TOKENS: dict[str, frozenset[str]] = {}
+
+
+def _tokens(text: str) -> frozenset[str]:
+    """prior.doc_tokens, kept for the process: leave-one-set-out trains on the same texts 64 times."""
+    t = _TOKENS.get(text)
+    if t is None:
+        t = _TOKENS[text] = frozenset(prior.doc_tokens(text))
+    return t
+
+
+def class_accuracy(sets: dict[str, list[Row]]) -> dict[str, dict[str, int]]:
+    """Part (b), measured per set: of the set's failures (every one, not only those nothing was found in) that the
+    reader reads as reported (one line, headings count), how many get the right class from the prior's ranking
+    (trained without the set) and from the class cues (ties and no cue to that ranking)."""
+    cache: dict[tuple[str, ...], prior.Model] = {}
+    out: dict[str, dict[str, int]] = {}
+    for held, rs in sets.items():
+        model = _train_without(sets, [held], cache)
+        c = {"reported": 0, "prior": 0, "lexicon": 0}
+        for r in rs:
+            if r.expected == prior.BENIGN:
+                continue
+            rep = reported.read(r.text)
+            if not rep.reports(1):
+                continue
+            rd = prior.read(model, r.text)
+            ranking = rd.ranking if rd else ()
+            c["reported"] += 1
+            c["prior"] += (rd.cls if rd else None) == r.expected
+            c["lexicon"] += (reported.cue_class(r.text, rep, ranking) or (rd.cls if rd else None)) == r.expected
+        out[held] = c
+    return out
+
+
+def choose_class_mode(acc: dict[str, dict[str, int]], sets: Sequence[str]) -> str:
+    """The class mode the given sets favour: the lexicon when it is right more often over them and less often on
+    none of them; else the prior."""
+    pooled = {m: sum(acc[s][m] for s in sets) for m in CLASS_MODES}
+    worse = any(acc[s]["lexicon"] < acc[s]["prior"] for s in sets)
+    return "lexicon" if pooled["lexicon"] > pooled["prior"] and not worse else "prior"
+
+
+def choose_reader(rs: Sequence[Row], readings: dict[str, prior.Reading | None],
+                  reports: dict[str, reported.Report], plain: prior.Settings, classes: str
+                  ) -> tuple[prior.ReaderSettings | None, Score]:
+    """Part (a)'s settings chosen on out-of-set readings: benign precision not below the plain prior's; the most
+    samples right, then the fewest alarms on benign, then the strictest setting (more lines, a higher margin,
+    headings not counting alone); None when no setting gets more right than the plain prior."""
+    base = score(rs, reader_decisions(readings, reports, plain, None))
+    texts = {r.rel: r.text for r in rs if r.empty}
+    best: tuple[tuple[int, int, int, float, bool], prior.ReaderSettings, Score] | None = None
+    for k, m, h in itertools.product(READER_MIN_LINES, READER_MARGINS, READER_HEADINGS):
+        s = prior.ReaderSettings(k, m, classes, h)
+        sc = score(rs, reader_decisions(readings, reports, plain, s, texts))
+        if sc.benign_precision < base.benign_precision - 1e-12 or sc.correct <= base.correct:
+            continue
+        key = (sc.correct, -sc.fired_on_benign, k, m, not h)
+        if best is None or key > best[0]:
+            best = (key, s, sc)
+    return (None, base) if best is None else (best[1], best[2])
+
+
+def leave_one_set_out(sets: dict[str, list[Row]]) -> dict[str, Any]:
+    """For each set held out: the class mode (part b) and the plain prior's and the reader's settings chosen on the
+    other sets only (their readings each by a model trained without them and without the held-out set), the model
+    trained on the other sets; the held-out set's figures without the prior, with the plain prior (before) and with
+    the reader (after). Deterministic."""
+    names = list(sets)
+    reports = {r.rel: reported.read(r.text) for rs in sets.values() for r in rs if r.empty}
+    acc = class_accuracy(sets)
+    cache: dict[tuple[str, ...], prior.Model] = {}
+
+    def readings_of(leave: list[str], target: str) -> dict[str, prior.Reading | None]:
+        model = _train_without(sets, leave, cache)
+        return {r.rel: prior.read(model, r.text) for r in sets[target] if r.empty}
+
+    out: dict[str, Any] = {}
+    for held in names:
+        others = [n for n in names if n != held]
+        inner_rows = [r for n in others for r in sets[n]]
+        inner: dict[str, prior.Reading | None] = {}
+        for t in others:
+            inner.update(readings_of([held, t], t))
+        plain, _ = choose(inner_rows, inner)
+        mode = choose_class_mode(acc, others)
+        reader, _ = choose_reader(inner_rows, inner, reports, plain, mode)
+        outer = readings_of([held], held)
+        rs = sets[held]
+        texts = {r.rel: r.text for r in rs if r.empty}
+        plain_answers = reader_decisions(outer, reports, plain, None)
+        answers = reader_decisions(outer, reports, plain, reader, texts)
+        changed = sorted((r.rel, r.expected, plain_answers.get(r.rel), answers.get(r.rel)) for r in rs
+                         if r.empty and answers.get(r.rel) != plain_answers.get(r.rel))
+        out[held] = {"without": score(rs, {}).to_json(), "before": score(rs, plain_answers).to_json(),
+                     "after": score(rs, answers).to_json(), "eligible": sum(r.empty for r in rs),
+                     "eligible_failures": sum(r.empty and r.expected != prior.BENIGN for r in rs),
+                     "plain": {"min_margin": plain.min_margin, "min_tokens": plain.min_tokens},
+                     "classes": mode,
+                     "reader": None if reader is None else {"min_lines": reader.min_lines,
+                                                            "min_margin": reader.min_margin,
+                                                            "headings": reader.headings},
+                     "class_accuracy": acc[held], "changed": changed}
+    return out
+
+
+def final_reader(sets: dict[str, list[Row]], plain: prior.Settings) -> dict[str, Any]:
+    """The reader's settings chosen on every set's out-of-set readings (each set read by a model trained without it),
+    beside the packaged prior's settings ``plain``: what a check set is measured with."""
+    reports = {r.rel: reported.read(r.text) for rs in sets.values() for r in rs if r.empty}
+    cache: dict[tuple[str, ...], prior.Model] = {}
+    readings: dict[str, prior.Reading | None] = {}
+    for held, rs in sets.items():
+        model = _train_without(sets, [held], cache)
+        readings.update({r.rel: prior.read(model, r.text) for r in rs if r.empty})
+    allrows = [r for rs in sets.values() for r in rs]
+    mode = choose_class_mode(class_accuracy(sets), list(sets))
+    reader, sc = choose_reader(allrows, readings, reports, plain, mode)
+    return {"classes": mode, "reader": reader, "with": sc.to_json(),
+            "plain": score(allrows, reader_decisions(readings, reports, plain, None)).to_json(),
+            "without": score(allrows, {}).to_json()}
