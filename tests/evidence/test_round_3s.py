@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm_oncall.evidence import described
+from llm_oncall.evidence import described, outputs
 from llm_oncall.evidence.classify import classify_text
 
 
@@ -212,3 +212,34 @@ def test_english_report_with_a_single_section_heading_still_alarms() -> None:
             "RuntimeError: CUDA error: uncorrectable ECC error encountered\n")
     assert not described.is_guide(text)
     assert not _quiet(text)
+
+
+# ---- ROCm builds: the same failures in HIP's words -------------------------------------------------------------------
+
+@pytest.mark.parametrize("line", [
+    "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 191.98 GiB "
+    "of which 1.20 GiB is free.",
+    "RuntimeError: HIP error: out of memory",
+])
+def test_hip_oom_is_read_as_the_cuda_oom(line: str) -> None:
+    assert classify_text(line + "\n", "server.log").kind == "cuda_oom"
+
+
+def test_hip_stream_capture_error_is_cuda_graph() -> None:
+    assert _cat("hipStreamEndCapture failed: hipErrorStreamCaptureInvalidated\n", "server.log") == "cuda-graph"
+
+
+# ---- Japanese prose is one script family, not a script soup ----------------------------------------------------------
+
+def test_japanese_prose_with_prolonged_sound_and_iteration_marks_is_not_garbage() -> None:
+    # katakana words carry ー (KATAKANA-HIRAGANA PROLONGED SOUND MARK), kanji words 々 (IDEOGRAPHIC ITERATION MARK)
+    text = ("NVIDIAのドライバはエラーの発生を監視しており、メモリーのページを切り離す。\n"
+            "DBEのエラーはケージ2の温度が高いことが原因と考えられる。\n"
+            "全体としてGPUの信頼度は高く、時々起きるのはPCIeのバスエラーである。\n"
+            "サーバーのSBEは様々な位置で記録されている。\n")
+    assert not outputs.is_garbage("", text)
+    assert _quiet(text, "page.txt")
+
+
+def test_a_script_soup_is_still_garbage() -> None:
+    assert outputs.is_garbage("", "Привет世界helloมนุษย์ текст中文mixed ภาษาword кот猫cat ーー々 データword")
