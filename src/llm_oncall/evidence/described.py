@@ -100,8 +100,23 @@ _REFERENCE_HEADING = re.compile(
     r"Diagnos(?:e|is|tic order)|How to (?:diagnose|fix|resolve|troubleshoot)(?: it)?|What it means|What to do|"
     r"Signal or noise\??|Prevention|Remediation|Recommended actions?|"
     # a runbook's sections: "Runbook: GPU fault, drain, reset", "Trigger", "Pre-checks", "Escalation", "Rollback"
-    r"Runbook|Triggers?|Pre-?checks|Escalation|Rollback|Verification)\s{0,2}[:#]?[^\n]{0,40}$"
+    r"Runbook|Triggers?|Pre-?checks|Escalation|Rollback|Verification|"
+    # a glossary or explainer entry's sections: "What it is", "Why it matters", "How to monitor", "Common causes"
+    r"What (?:it|they|this) (?:is|are)|Why (?:it|this|they) matters?|"
+    r"How to (?:monitor|detect|prevent|check|identify|avoid)(?: (?:it|them))?|Common causes|"
+    r"Related (?:terms|errors|metrics))\s{0,2}[:#]?[^\n]{0,40}$"
 )
+# a Chinese guide's headings (a short line): cause, solution, troubleshooting, diagnosis, common errors, a guide,
+# how to ("原因", "解决方法", "排查", "诊断方法", "常见错误", "指南", "如何检测…"); and its enumerated
+# sections ("一、…", "二、…", "2.1 典型…"): two of them make one mark
+_ZH_GUIDE_HEADING = re.compile(
+    r"^\s{0,3}(?:#{1,4}\s{0,3})?[^\n]{0,30}?(?:原因|解决(?:方法|方案|办法|思路)|排查|诊断|常见(?:错误|问题|故障|类型)|指南|"
+    r"如何|预防|处理(?:建议|方法)|注意事项|故障检测)[^\n。！]{0,30}$")
+_ZH_SECTION = re.compile(
+    r"^\s{0,3}(?:#{1,4}\s{0,3})?(?:[一二三四五六七八九十]{1,3}[、.．]|\d{1,2}(?:\.\d{1,2}){1,2}\s{0,3}(?=[\u4e00-\u9fff]))"
+    r"[^\n。]{1,40}$")
+# a Chinese first person who ran into something: a report, never a guide
+_REPORT_ZH = re.compile(r"我(?:们)?[^。\n]{0,12}?(?:遇到|出现|碰到|发现|报错|部署|运行|使用|启动|测试)")
 # a rendered documentation page's heading keeps its permalink sign ("Optimization and Tuning#", "Preemption¶"): two
 # such headings make one mark
 _PERMALINK_HEADING = re.compile(r"^\s{0,3}[A-Z][\w ,:/()'-]{2,50}?[#¶]\s*$")
@@ -122,14 +137,26 @@ _REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when"
                     "consider the following")
 
 
+def _has_cjk(line: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in line)
+
+
 def _reference_marks(prose: str) -> int:
     """Distinct reference-page marks in the prose (at most 2 are counted): headings on short lines, captions and
     definitions on lines that hold one of their words."""
     marks: set[str] = set()
     numbered = 0
     permalinks = 0
+    zh_sections = 0
     for line in prose.split("\n"):
-        if len(line) <= 60:
+        if len(line) <= 48 and _has_cjk(line):
+            if _ZH_SECTION.match(line):
+                zh_sections += 1
+                if zh_sections >= 2:
+                    marks.add("zh sections")
+            if _ZH_GUIDE_HEADING.match(line):
+                marks.add("zh guide heading")
+        elif len(line) <= 60:
             m = _REFERENCE_HEADING.match(line)
             if m:
                 marks.add(line.strip().lower()[:20])
@@ -295,7 +322,7 @@ def is_guide(text: str) -> bool:
     it means that ...", "For `Error 802: ...`, install `nvidia-fabricmanager`"), in prose with no first person who
     hit it."""
     prose = "\n".join(line for _, line in _unfenced(text))
-    if _reference_marks(prose) >= 2 and not _REPORT.search(prose):
+    if _reference_marks(prose) >= 2 and not _REPORT.search(prose) and not _REPORT_ZH.search(prose):
         return True
     low = prose.lower()
     if " you " not in low and "it means" not in low and "for " not in low and "to " not in low:  # a cheap test

@@ -59,7 +59,10 @@ _LANGUAGE_ASKED = re.compile(
     r"greek|thai|french|german|spanish|ukrainian|vietnamese|persian|turkish)\b|中文|日本語|한국어|русск",
     re.IGNORECASE,
 )
-_CJK_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"})
+# the first word of a character's Unicode name; Japanese text also writes the prolonged sound mark ー
+# ("KATAKANA-HIRAGANA PROLONGED SOUND MARK") and the iteration mark 々 ("IDEOGRAPHIC ITERATION MARK") in its words
+_CJK_FAMILY = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO", "KATAKANA-HIRAGANA", "IDEOGRAPHIC",
+                         "KANGXI"})
 _NOT_A_SCRIPT = frozenset({"MATHEMATICAL", "MODIFIER", "FULLWIDTH", "HALFWIDTH", "CIRCLED", "PARENTHESIZED",
                            "SUPERSCRIPT", "SUBSCRIPT", "COMBINING", "NKO"})
 # Latin mixes with Greek (α-helix, Δx) and with the CJK family (使用GPU) in normal text.
