@@ -12,20 +12,11 @@ Each rule has a look-alike. The signatures' own must-match / must-not-match exam
 from __future__ import annotations
 
 import pytest
+from tests.evidence.rounds import category as _cat
+from tests.evidence.rounds import quiet as _quiet
 
 from llm_oncall.evidence.classify import classify_text
 from llm_oncall.evidence.outputs import parse_plain
-
-
-def _cat(text: str, name: str = "issue.md") -> str:
-    return classify_text(text, name).category
-
-
-def _quiet(text: str) -> bool:
-    """No alarm: a benign reading, or nothing recognised at all (scored as benign by the corpus)."""
-    f = classify_text(text, "issue.md")
-    return f.category == "benign" or (f.category == "unknown" and f.confidence <= 0.2)
-
 
 # ---- other failures in their producers' formats -----------------------------------------------------------------
 

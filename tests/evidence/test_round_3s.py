@@ -20,20 +20,11 @@ test_signatures.py.
 from __future__ import annotations
 
 import pytest
+from tests.evidence.rounds import category as _cat
+from tests.evidence.rounds import quiet as _quiet
 
 from llm_oncall.evidence import described, outputs
 from llm_oncall.evidence.classify import classify_text
-
-
-def _cat(text: str, name: str = "issue.md") -> str:
-    return classify_text(text, name).category
-
-
-def _quiet(text: str, name: str = "issue.md") -> bool:
-    """No alarm: a benign reading, or nothing recognised at all (scored as benign by the corpus)."""
-    f = classify_text(text, name)
-    return f.category == "benign" or (f.category == "unknown" and f.confidence <= 0.2)
-
 
 # ---- KV pressure: context shifts in a loop ----------------------------------------------------------------------
 
