@@ -69,6 +69,22 @@ def loso_table(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def _evaluate(dirs: list[str], reader: prior.ReaderSettings | None) -> int:
+    """A held-out set's figures without and with the packaged fallback (and the reader, when given)."""
+    model = prior.default_model()
+    settings = prior.default_settings(model)
+    if model is None or settings is None:
+        print("no packaged model: run train first", file=sys.stderr)
+        return 2
+    for d in dirs:
+        r = prior_train.evaluate(Path(d), model, settings, reader)
+        print(f"{d} (nothing found in {r['eligible']})" + (f", reader {reader}" if reader is not None else ""))
+        print(f"  without: {_fmt(r['without'])}\n  with:    {_fmt(r['with'])}")
+        for rel, exp, got in r["fired"]:
+            print(f"    {exp} → {got}: {rel}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "check"
     if cmd == "cv":
@@ -88,19 +104,8 @@ def main(argv: list[str]) -> int:
         print(f"wrote {prior.MODEL_PATH.relative_to(ROOT)}: {built.meta['tokens']} tokens, "
               f"{built.meta['samples']} samples, settings {built.meta['settings']}")
         return 0
-    if cmd == "eval":
-        model = prior.default_model()
-        settings = prior.default_settings(model)
-        if model is None or settings is None:
-            print("no packaged model: run train first", file=sys.stderr)
-            return 2
-        for d in argv[1:]:
-            r = prior_train.evaluate(Path(d), model, settings)
-            print(f"{d} (nothing found in {r['eligible']})")
-            print(f"  without: {_fmt(r['without'])}\n  with:    {_fmt(r['with'])}")
-            for rel, exp, got in r["fired"]:
-                print(f"    {exp} → {got}: {rel}")
-        return 0
+    if cmd in ("eval", "reader-eval"):
+        return _evaluate(argv[1:], prior.READER_MEASURED if cmd == "reader-eval" else None)
     if cmd == "loso":
         sets = prior_train.loso_sets(ROOT)
         res = prior_train.leave_one_set_out(sets)
@@ -115,19 +120,6 @@ def main(argv: list[str]) -> int:
         fin = prior_train.final_reader(sets, prior.default_settings() or prior.Settings(1.85, 3))
         print(f"every set pooled (out of set): without {_fmt(fin['without'])}\n  plain prior {_fmt(fin['plain'])}\n"
               f"  with the reader {_fmt(fin['with'])}\n  chosen: {fin['reader']}")
-        return 0
-    if cmd == "reader-eval":
-        model = prior.default_model()
-        settings = prior.default_settings(model)
-        if model is None or settings is None:
-            print("no packaged model: run train first", file=sys.stderr)
-            return 2
-        for d in argv[1:]:
-            r = prior_train.evaluate(Path(d), model, settings, prior.READER_MEASURED)
-            print(f"{d} (nothing found in {r['eligible']}), reader {prior.READER_MEASURED}")
-            print(f"  without: {_fmt(r['without'])}\n  with:    {_fmt(r['with'])}")
-            for rel, exp, got in r["fired"]:
-                print(f"    {exp} → {got}: {rel}")
         return 0
     if cmd == "check":
         packaged = prior.default_model()
