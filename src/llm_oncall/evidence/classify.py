@@ -104,7 +104,11 @@ _STRONG_ERROR = re.compile(
     r"|Segmentation fault|core dumped|terminate called after throwing|(?:^|\s)panic: |Fatal Python error"
 )
 # A sentence that says the crash marker did not appear ("killed without an OOM or core dumped message") reports none.
-_NEGATED_CRASH = re.compile(r"(?i)\b(?:without|no|not|never|nor)\b[^.\n]{0,40}?(?:core dumped|segmentation fault)")
+# The negation governs the marker only within its own clause: in "could not allocate 4096 bytes; Segmentation fault
+# (core dumped)" the crash happened.
+_NEGATED_CRASH = re.compile(
+    r"(?i)\b(?:without|no|not|never|nor)\b[^.;:,()\n]{0,40}?(?:core dumped|segmentation fault)")
+_CRASH_MARKER = re.compile(r"(?i)core dumped|segmentation fault")
 _WEAK_ERROR = re.compile(r"(?:^|[\s\[(|])ERROR(?:[\s\]:|)]|$)|^\s{0,4}\[?[EF]\d{4} \d\d:\d\d:\d\d|\]:\[E[\s\d]")
 MAX_ERROR_LINES = 20
 # Every error line holds one of these: a cheap test before the regexes.
@@ -122,8 +126,11 @@ def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding |
         if (i + 1) in covered or not any(h in line for h in _ERROR_HINTS):
             continue
         strong = _STRONG_ERROR.search(line)
-        if strong and strong.group(0).strip() in ("core dumped", "Segmentation fault") and _NEGATED_CRASH.search(line):
-            strong = None
+        if strong and strong.group(0).strip() in ("core dumped", "Segmentation fault"):
+            # every crash marker of the line negated: none happened
+            crashes = len(_CRASH_MARKER.findall(line))
+            if crashes and len(_NEGATED_CRASH.findall(line)) >= crashes:
+                strong = None
         if strong or (not strong_only and _WEAK_ERROR.search(line)):
             rows.append(i)
             if len(rows) >= 200:
