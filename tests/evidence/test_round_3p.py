@@ -15,6 +15,7 @@ import pytest
 from tests.evidence.rounds import category as _cat
 from tests.evidence.rounds import quiet as _quiet
 
+from llm_oncall.evidence import described
 from llm_oncall.evidence.classify import classify_text
 
 # ---- graph capture: producers -----------------------------------------------------------------------------------
@@ -135,6 +136,13 @@ def test_runbook_listing_xids_as_triggers_is_quiet() -> None:
             "  • A fatal Xid in the kernel log: Xid 79 (GPU has fallen off the bus), Xid 48 (double-bit ECC).\n\n"
             "Pre-checks\n\n  • Record the GPU serial before any reset.\n")
     assert _quiet(text, "runbook.txt")
+
+
+def test_a_sentence_opening_with_a_runbook_word_is_no_heading() -> None:
+    # "Rollback ..." and "Verification ..." open a report's sentences; as headings they stand alone, after `#`, or
+    # before a colon.
+    assert described._reference_marks("Rollback to 0.6.3 fixed it.\nVerification passed on node 4 after that.\n") == 0
+    assert described._reference_marks("## Rollback\n\nVerification:\n") == 2
 
 
 def test_report_with_one_trigger_heading_still_alarms() -> None:

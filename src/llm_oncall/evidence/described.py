@@ -99,12 +99,18 @@ _REFERENCE_HEADING = re.compile(
     r"(?:Symptoms?|Causes?|Possible causes|Root cause|Resolution|"
     r"Diagnos(?:e|is|tic order)|How to (?:diagnose|fix|resolve|troubleshoot)(?: it)?|What it means|What to do|"
     r"Signal or noise\??|Prevention|Remediation|Recommended actions?|"
-    # a runbook's sections: "Runbook: GPU fault, drain, reset", "Trigger", "Pre-checks", "Escalation", "Rollback"
-    r"Runbook|Triggers?|Pre-?checks|Escalation|Rollback|Verification|"
     # a glossary or explainer entry's sections: "What it is", "Why it matters", "How to monitor", "Common causes"
     r"What (?:it|they|this) (?:is|are)|Why (?:it|this|they) matters?|"
     r"How to (?:monitor|detect|prevent|check|identify|avoid)(?: (?:it|them))?|Common causes|"
     r"Related (?:terms|errors|metrics))\s{0,2}[:#]?[^\n]{0,40}$"
+)
+# a runbook's sections ("Runbook: GPU fault, drain, reset", "Trigger", "Pre-checks", "Escalation", "Rollback"): these
+# words also open a report's sentences ("Rollback to 0.6.3 fixed it"), so they make a heading only after a Markdown
+# `#`, or alone on their line, or before a colon
+_RUNBOOK_WORDS = r"(?:Runbook|Triggers?|Pre-?checks|Escalation|Rollback|Verification)"
+_RUNBOOK_HEADING = re.compile(
+    r"(?i)^\s{0,3}(?:#{1,4}\s{0,3}(?:\d{1,2}[.)]\s{0,2})?" + _RUNBOOK_WORDS + r"\b[^\n]{0,40}"
+    r"|(?:\d{1,2}[.)]\s{0,2})?" + _RUNBOOK_WORDS + r"\s{0,2}(?::[^\n]{0,40})?)$"
 )
 # a Chinese guide's headings (a short line): cause, solution, troubleshooting, diagnosis, common errors, a guide,
 # how to ("原因", "解决方法", "排查", "诊断方法", "常见错误", "指南", "如何检测…"); and its enumerated
@@ -157,7 +163,7 @@ def _reference_marks(prose: str) -> int:
             if _ZH_GUIDE_HEADING.match(line):
                 marks.add("zh guide heading")
         elif len(line) <= 60:
-            m = _REFERENCE_HEADING.match(line)
+            m = _REFERENCE_HEADING.match(line) or _RUNBOOK_HEADING.match(line)
             if m:
                 marks.add(line.strip().lower()[:20])
             elif line.rstrip()[-1:] in ("#", "¶") and _PERMALINK_HEADING.match(line):
