@@ -9,6 +9,7 @@ import pytest
 from tests.sim.conftest import Timeline, run_scenario
 
 from llm_oncall.sim import Fleet, scenario
+from llm_oncall.sim.pods import READY
 
 AT = 150.0
 
@@ -91,6 +92,18 @@ def test_retry_storm() -> None:
     timeouts = sum(v for k, v in tl.gateway[tl.index(AT - 15)].items()
                    if k.startswith("gateway_requests_total{") and 'code="504"' in k)
     assert timeouts <= 0.01 * tl.gw_delta("gateway_requests_received_total", 0, AT - 15)
+
+
+@pytest.mark.parametrize(("pods", "lost"), [(4, 1), (8, 1), (11, 2), (23, 3)])
+def test_retry_storm_trigger_takes_an_eighth_of_the_serving_pods(pods: int, lost: int) -> None:
+    # The same share of capacity on any fleet: one pod of 23 is a lost pod (the rest 4 % busier), not a storm.
+    cfg, fault = scenario("retry-storm", 1, pods=pods, at=AT)
+    fleet = Fleet(cfg, seed=1, fault=fault)
+    fleet.advance(AT + 1.0)
+    truth = fleet.ground_truth
+    assert len(truth.pods) == lost and len(set(truth.pods)) == lost
+    killed = [p for p in fleet.pods if p.name in truth.pods]
+    assert killed and all(p.state != READY for p in killed)  # OOM-killed: not serving a second after
 
 
 def test_bad_model_rollout() -> None:

@@ -148,7 +148,7 @@ def _load(rng: random.Random, incident: str) -> float:
     if incident == "kv-capacity":
         return rng.uniform(8.0, 9.5)
     if incident == "retry-storm":
-        return rng.uniform(9.0, 10.5)  # hot: one lost pod leaves the rest near their capacity
+        return rng.uniform(9.0, 10.5)  # hot: the lost eighth of the pods leaves the rest near their capacity
     return rng.uniform(4.0, 8.5)
 
 
