@@ -29,6 +29,20 @@ def test_nccl_timeout_turns_the_hang_into_a_crash_and_a_reload() -> None:
     assert all(p.hung for p in (still.by_name[n] for n in still.ground_truth.pods))
 
 
+def test_the_liveness_probe_restarts_the_hung_group_a_minute_after_the_freeze() -> None:
+    f = _fleet("engine-hang", liveness_probe_s=60.0)
+    f.advance(110.0)  # the freeze at 60 s; the probe's threshold not reached yet
+    hung = [p for p in f.pods if p.hung]
+    assert hung and all(p.restarts == 0 for p in hung)
+    f.advance(125.0)
+    group = [f.by_name[n] for n in f.ground_truth.pods]
+    assert all(not p.hung and p.restarts == 1 and p.state != READY for p in group)  # reloading the model
+    assert any("Liveness probe failed" in str(e.get("detail", "")) or "Liveness probe failed" in str(e)
+               for e in f.events())
+    f.advance(125.0 + 1.2 * f.cfg.load_s + 5.0)
+    assert all(p.state == READY for p in group)
+
+
 def test_the_canary_quality_gate_aborts_the_bad_canary() -> None:
     f = _fleet("bad-model-rollout", quality_gate_s=120.0)
     f.advance(120.0)

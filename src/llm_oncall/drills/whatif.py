@@ -79,6 +79,9 @@ FIXES: dict[str, Fix] = {f.name: f for f in (
     Fix("nccl-timeout", "engine-hang", "an NCCL/PyTorch collective timeout of 30 s (the default is 10 min): the hang "
         "becomes a crash, the kubelet restarts the group's containers and they reload the model",
         _params(nccl_timeout_s=30.0)),
+    Fix("liveness-probe", "engine-hang", "the forward-progress liveness probe (llm-oncall probe serve --stall 30s; the "
+        "kubelet's periodSeconds 10, failureThreshold 3): a hung engine's containers are killed about 60 s after the "
+        "freeze, restart and reload the model", _params(liveness_probe_s=60.0)),
     Fix("canary-quality-gate", "bad-model-rollout", "the rollout's canary analysis on the quality proxies "
         "(format compliance, repetition, probes; one 60 s analysis run) aborts the canary: weight 0, canary pods "
         "deleted", _params(quality_gate_s=60.0)),

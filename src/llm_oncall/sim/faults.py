@@ -4,6 +4,7 @@ onset, and the telemetry follows from the simulated behaviour. The label goes to
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable
@@ -55,6 +56,7 @@ def engine_hang(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
     idle_wait = float(p.get("idle_wait_s", 0.0))
     core_gauges = fleet.cfg.engine_core_gauges
     nccl_timeout = float(p["nccl_timeout_s"]) if p.get("nccl_timeout_s") is not None else None
+    liveness = float(p["liveness_probe_s"]) if p.get("liveness_probe_s") is not None else None
 
     def onset(t: float) -> None:
         members = [x for x in fleet.pods if x.group == group and x.state != TERMINATED]
@@ -75,15 +77,21 @@ def engine_hang(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
                 g.crc_data += int(rng.expovariate(4.0 / crc_rate))
                 g.replay += int(rng.expovariate(2.0 / crc_rate))
         _every(fleet, t + 1.0, 1.0, link_errors)
-        if nccl_timeout is not None:
-            def watchdog(t2: float) -> None:
-                # what-if nccl-timeout: the collective's timeout fires, the process group aborts and the engine exits;
-                # the kubelet restarts each container and the group loads the model again (a crash, not a hang)
-                for x in members:
-                    if x.hung and x.state != TERMINATED:
-                        lifecycle.crash(fleet, x, t2, "Error: NCCL watchdog timeout", oom=False)
-            fleet.schedule(t + nccl_timeout, watchdog)
+        # what-if nccl-timeout: the collective's timeout fires, the process group aborts and the engine exits;
+        # what-if liveness-probe: the forward-progress probe fails (no step with requests in flight) until the
+        # kubelet's failure threshold kills the containers. Either way each container restarts and the group loads
+        # the model again (a crash, not a hang).
+        for delay, reason in ((nccl_timeout, "Error: NCCL watchdog timeout"),
+                              (liveness, "Liveness probe failed: no forward progress")):
+            if delay is not None:
+                fleet.schedule(t + delay, functools.partial(_restart_hung, fleet, members, why=reason))
     fleet.schedule(at, onset)
+
+
+def _restart_hung(fleet: FleetHooks, members: list[Pod], t: float, *, why: str) -> None:
+    for x in members:
+        if x.hung and x.state != TERMINATED:
+            lifecycle.crash(fleet, x, t, why, oom=False)
 
 
 def prefix_cache_drop(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> None:
