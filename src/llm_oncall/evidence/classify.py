@@ -103,12 +103,11 @@ _STRONG_ERROR = re.compile(
     r"|(?:^|[\s\[(|])(?:FATAL|CRITICAL)(?:[\s\]:|)]|$)"
     r"|Segmentation fault|core dumped|terminate called after throwing|(?:^|\s)panic: |Fatal Python error"
 )
-# A sentence that says the crash marker did not appear ("killed without an OOM or core dumped message") reports none.
-# The negation governs the marker only within its own clause: in "could not allocate 4096 bytes; Segmentation fault
-# (core dumped)" the crash happened.
+# A sentence that says the crash marker did not appear ("killed without an OOM or core dumped message") reports none:
+# the negated marker is read out of the line before the error test. The negation governs the marker only within its
+# own clause: in "could not allocate 4096 bytes; Segmentation fault (core dumped)" the crash happened.
 _NEGATED_CRASH = re.compile(
     r"(?i)\b(?:without|no|not|never|nor)\b[^.;:,()\n]{0,40}?(?:core dumped|segmentation fault)")
-_CRASH_MARKER = re.compile(r"(?i)core dumped|segmentation fault")
 _WEAK_ERROR = re.compile(r"(?:^|[\s\[(|])ERROR(?:[\s\]:|)]|$)|^\s{0,4}\[?[EF]\d{4} \d\d:\d\d:\d\d|\]:\[E[\s\d]")
 MAX_ERROR_LINES = 20
 # Every error line holds one of these: a cheap test before the regexes.
@@ -125,12 +124,7 @@ def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding |
     for i, line in enumerate(split_lines(text)):
         if (i + 1) in covered or not any(h in line for h in _ERROR_HINTS):
             continue
-        strong = _STRONG_ERROR.search(line)
-        if strong and strong.group(0).strip() in ("core dumped", "Segmentation fault"):
-            # every crash marker of the line negated: none happened
-            crashes = len(_CRASH_MARKER.findall(line))
-            if crashes and len(_NEGATED_CRASH.findall(line)) >= crashes:
-                strong = None
+        strong = _STRONG_ERROR.search(_NEGATED_CRASH.sub(" ", line))
         if strong or (not strong_only and _WEAK_ERROR.search(line)):
             rows.append(i)
             if len(rows) >= 200:

@@ -24,6 +24,7 @@ import re
 from functools import lru_cache
 
 from llm_oncall.evidence import paste
+from llm_oncall.evidence.model import CJK_RUN
 
 # the marks of a change: PR / commit / feature-request templates and the sentences that open them
 _CHANGE = re.compile(
@@ -143,10 +144,6 @@ _REFERENCE_CHEAP = ("signature", "examples", "indicates", "means", "raised when"
                     "consider the following")
 
 
-def _has_cjk(line: str) -> bool:
-    return any("\u4e00" <= ch <= "\u9fff" for ch in line)
-
-
 def _reference_marks(prose: str) -> int:
     """Distinct reference-page marks in the prose (at most 2 are counted): headings on short lines, captions and
     definitions on lines that hold one of their words."""
@@ -155,7 +152,7 @@ def _reference_marks(prose: str) -> int:
     permalinks = 0
     zh_sections = 0
     for line in prose.split("\n"):
-        if len(line) <= 48 and _has_cjk(line):
+        if len(line) <= 48 and CJK_RUN.search(line):
             if _ZH_SECTION.match(line):
                 zh_sections += 1
                 if zh_sections >= 2:

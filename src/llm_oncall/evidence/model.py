@@ -153,6 +153,8 @@ def split_lines(text: str) -> tuple[str, ...]:
     return _split(text)
 
 
+CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+"""A run of Chinese, Japanese or Korean characters: kana, the ideographs (with extension A) and Hangul syllables."""
 _INT = re.compile(r"[-+]?\d{1,19}")
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from llm_oncall.evidence import reported
 from llm_oncall.evidence.catalog import HINT_OF_CATEGORY
-from llm_oncall.evidence.model import Finding, compact, line_numbers
+from llm_oncall.evidence.model import CJK_RUN, Finding, compact, line_numbers
 
 MODEL_PATH = Path(__file__).parent / "catalog" / "prior.json"
 MAX_LINES = 5000  # a file longer than this is read as its first 5000 lines: the fallback stays cheap
@@ -47,7 +47,6 @@ _DROP = re.compile(
 )
 _WORD = re.compile(r"[A-Za-z]+")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 _STOPWORDS_TEXT = (
     "the a an and or of to in on at for is are was were be been it its this that with as by from we i you he she "
     "they them our my me your if then so but not no do does did have has had can could will would should may "
@@ -68,7 +67,7 @@ def line_tokens(line: str) -> list[str]:
     out = [w for w in words if w not in STOPWORDS]
     out += [f"{a} {b}" for a, b in itertools.pairwise(words)
             if not (a in STOPWORDS and b in STOPWORDS)]
-    for run in _CJK.findall(line):
+    for run in CJK_RUN.findall(line):
         out += [run] if len(run) == 1 else [run[i:i + 2] for i in range(len(run) - 1)]
     return out
 

@@ -21,10 +21,19 @@ from llm_oncall.sim.pods import TERMINATED, Pod
 Params = dict[str, Any]
 
 
-def _pick_pod(fleet: FleetHooks, p: Params, rng: random.Random) -> Pod:
-    live = [x for x in fleet.pods if x.state != TERMINATED]
+def _live(fleet: FleetHooks) -> list[Pod]:
+    return [x for x in fleet.pods if x.state != TERMINATED]
+
+
+def _pick_index(n: int, p: Params, rng: random.Random) -> int:
+    """The fault's pod among n live ones: the scenario's pod_index if it names one, else a random one."""
     idx = p.get("pod_index")
-    return live[int(idx) % len(live)] if idx is not None else live[rng.randrange(len(live))]
+    return int(idx) % n if idx is not None else rng.randrange(n)
+
+
+def _pick_pod(fleet: FleetHooks, p: Params, rng: random.Random) -> Pod:
+    live = _live(fleet)
+    return live[_pick_index(len(live), p, rng)]
 
 
 def _truth(fleet: FleetHooks, kind: str, at: float, pods: list[Pod], revision: str | None = None) -> None:
@@ -44,7 +53,7 @@ def kv_capacity(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
 
     def onset(t: float) -> None:
         fleet.rate_factor *= factor
-        _truth(fleet, "kv-capacity", at, [x for x in fleet.pods if x.state != TERMINATED])
+        _truth(fleet, "kv-capacity", at, _live(fleet))
     fleet.schedule(at, onset)
 
 
@@ -102,7 +111,7 @@ def prefix_cache_drop(fleet: FleetHooks, at: float, p: Params, rng: random.Rando
         def onset(t: float) -> None:
             rev = fleet.new_revision(prefix_caching=False)
             lifecycle.start_rollout(fleet, rev, t)
-            _truth(fleet, "prefix-cache-drop", at, [x for x in fleet.pods if x.state != TERMINATED], rev.name)
+            _truth(fleet, "prefix-cache-drop", at, _live(fleet), rev.name)
     elif variant == "router":
         lag = float(p.get("lag_s", rng.uniform(10.0, 60.0)))
         policy = str(p.get("policy", "random"))
@@ -113,7 +122,7 @@ def prefix_cache_drop(fleet: FleetHooks, at: float, p: Params, rng: random.Rando
 
         def onset(t: float) -> None:
             fleet.router.policy = policy
-            _truth(fleet, "prefix-cache-drop", at, [x for x in fleet.pods if x.state != TERMINATED])
+            _truth(fleet, "prefix-cache-drop", at, _live(fleet))
             if canary is not None:
                 def check(t2: float) -> None:
                     # what-if config-canary: the change's SLO check (hit rate, TTFT) fails and the pipeline
@@ -126,7 +135,7 @@ def prefix_cache_drop(fleet: FleetHooks, at: float, p: Params, rng: random.Rando
 
         def onset(t: float) -> None:
             fleet.workload.unique_prefix_share = share
-            _truth(fleet, "prefix-cache-drop", at, [x for x in fleet.pods if x.state != TERMINATED])
+            _truth(fleet, "prefix-cache-drop", at, _live(fleet))
     fleet.schedule(at, onset)
 
 
@@ -147,10 +156,9 @@ def retry_storm(fleet: FleetHooks, at: float, p: Params, rng: random.Random) -> 
         # The trigger takes the same share of the capacity on any fleet: an eighth of the serving pods (at least
         # one; one of 8 in the named drill). A single pod of 23 leaves the rest 4 % busier, which no client's
         # retries turn into a storm: that would be a lost pod, not this incident (docs/drills.md, retry storm).
-        live = [x for x in fleet.pods if x.state != TERMINATED]
-        first = _pick_pod(fleet, p, rng)
+        live = _live(fleet)
+        start = _pick_index(len(live), p, rng)
         lost = max(1, math.ceil(len(live) * float(p.get("lost_share", 0.125)) - 1e-9))
-        start = live.index(first)
         pods = [live[(start + j) % len(live)] for j in range(min(lost, len(live)))]
         for pod in pods:
             lifecycle.crash(fleet, pod, t, "OOMKilled", oom=True)
@@ -295,7 +303,7 @@ def long_context_starvation(fleet: FleetHooks, at: float, p: Params, rng: random
         wl.add_client(ClientSpec("rag-longdocs", "rag-long", share * total, max_tokens=1024,
                                  answer_tokens=300.0, doc_tokens=(int(lo), int(hi)), timeout_s=300.0))
         fleet.gateway.clients.append("rag-longdocs")
-        _truth(fleet, "long-context-starvation", at, [x for x in fleet.pods if x.state != TERMINATED])
+        _truth(fleet, "long-context-starvation", at, _live(fleet))
     fleet.schedule(at, onset)
 
 
