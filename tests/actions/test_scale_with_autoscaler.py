@@ -223,3 +223,34 @@ def test_the_kv_capacity_drill_scales_through_its_hpa_and_the_revert_restores_it
         kube.close()
     finally:
         KubeApiServer.stop(server)
+
+
+def test_a_page_after_the_floor_is_handed_back_is_not_the_scale_outs_effect() -> None:
+    """While the raised floor holds, an `unknown` page is the scale-out's expected effect (cold caches on the new
+    pods); once the floor went back to the autoscaler, the scale-out's effects ended with it and a page is news."""
+    from llm_oncall.drills import act as dact
+
+    seen: dict[str, int] = {"held": 0, "handed_back": 0}
+
+    def watch(store: Any, responder: Any) -> None:
+        d = responder.pilot.last
+        if d is None:
+            return
+        unknown = dataclasses.replace(d, incident="unknown")
+        now = responder.clock()
+        for c in [*(responder.cases or {}).values(), *responder.resolved]:
+            scale = next((a for a in (c.plan.actions if c.plan else []) if a.kind == "scale_out"
+                          and a.status == "executed"), None)
+            if scale is None or c.acted_at is None:
+                continue
+            own = responder._own_effect(unknown, now)
+            if scale.id in c.reverted:
+                seen["handed_back"] += 1
+                assert own is None or own[1].id != scale.id, "a handed-back scale-out still explains a page"
+            else:
+                seen["held"] += 1
+                assert own is not None
+
+    r = dact.run_act("kv-capacity", 1, approver=watch, watch_s=900.0)
+    assert r.recovered and r.seconds_to_resolution is not None, r.to_json()
+    assert seen["held"] > 0 and seen["handed_back"] > 0, seen

@@ -1,6 +1,6 @@
 """While a user-facing symptom is red, the answer is never a confident `healthy`.
 
-TTFT p99 at ≥ 3× its baseline or ≥ 5 % of requests failing, held for two scrapes, is answered by a runbook or by
+TTFT p99 at ≥ 3× its baseline or ≥ 5 % of requests failing, held for three scrapes, is answered by a runbook or by
 `unknown` (which pages) — on generated pages of every engine dialect with random other signals, and on a real
 vLLM 0.32 page (tests/real_engine/data/vllm-cpu-loaded.prom) whose samples are advanced in place, so names, labels
 and buckets stay exactly the real server's.
@@ -193,3 +193,16 @@ def test_one_slow_request_in_a_small_window_is_not_red() -> None:
     assert any("TTFT" not in d.summary for d in diagnoses)
     for d in diagnoses:
         assert _ttft_red(d) is not True, d.to_json()["symptoms"]
+
+
+def test_a_burst_shorter_than_a_scrape_does_not_page_unknown() -> None:
+    # 200 requests a window: the p99 alone judges (rests on 2 of them). Five slowed in one scrape interval (one slow
+    # prefill and the requests behind it) lie inside both windows that cover that interval: red for exactly two
+    # evaluations, which is what any burst shorter than an interval gives; it must not page. The same five slow
+    # requests at every scrape for three scrapes outlast a burst and page.
+    burst = _ttft_windows(slow=[5], per_scrape=100)
+    red = [d for d in burst if _ttft_red(d)]
+    assert len(red) == 2, [d.to_json()["symptoms"] for d in burst]
+    assert not any(d.pages and d.incident == "unknown" for d in burst), [d.summary for d in burst]
+    lasting = _ttft_windows(slow=[5] * SYMPTOM_SCRAPES, per_scrape=100)
+    assert any(d.pages and d.incident == "unknown" for d in lasting), [d.summary for d in lasting]

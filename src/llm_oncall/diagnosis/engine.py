@@ -122,7 +122,7 @@ def diagnose(history: Sequence[Features], registry: Registry, lang: str = "en",
             top = Hypothesis(kept.runbook, kept.fit, kept.coverage, kept.failing, True, kept.streak,
                              kept.confidence * max(kept.fit, 0.5), kept.paging)
     if top is None:
-        return _no_runbook(history, registry, books, ranked, lang)
+        return _no_runbook(history, registry, books, ranked, lang, paging=previous is not None and previous.pages)
     chosen = top.runbook
     support = [c for c in chosen.support if c.expr.holds(feats.values)]
     evidence = [_evidence(c, feats, lang) for c in chosen.signature if c.expr.holds(feats.values)] or \
@@ -208,11 +208,11 @@ def _frozen_note(feats: Features, extra: dict[str, Any]) -> None:
 
 
 def _no_runbook(history: Sequence[Features], registry: Registry, books: Sequence[Runbook],
-                ranked: Sequence[Hypothesis], lang: str) -> Diagnosis:
+                ranked: Sequence[Hypothesis], lang: str, paging: bool = False) -> Diagnosis:
     feats = history[-1]
     said = feats.labels.get("symptoms", "")
     forming = [h for h in ranked if h.candidate]  # holds, but not yet for its persistence: named at a later scrape
-    if feats.get("symptom") is True and symptom.persisted([f.values for f in history]):
+    if feats.get("symptom") is True and symptom.persisted([f.values for f in history], paging):
         # A user-facing symptom is red and no runbook explains it: page, name the symptom and the closest runbook.
         closest = ranked[0] if ranked else None
         near = ""

@@ -211,6 +211,7 @@ def compute(history: Sequence[Snapshot], findings: Sequence[Finding] = (), inter
         labels["baseline_frozen_at"] = f"{base[-1].t:g}"
 
     v["interval_s"] = interval_s
+    v["window_s"] = float(snap.window_s)
     v["history_len"] = float(len(history))
     v["pods_total"] = float(f.pods_total)
     v["pods_up"] = float(f.pods_up)

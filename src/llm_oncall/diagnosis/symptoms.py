@@ -116,10 +116,20 @@ def as_json(values: Mapping[str, Value]) -> list[dict[str, Any]]:
     return out
 
 
-def persisted(history: Sequence[Mapping[str, Value]], n: int = 2) -> bool:
-    """Red for ``n`` scrapes; 3 when only availability is red: a pod that stops answering for a scrape or two is
-    often leaving (a scale-down or rollout whose target has not left discovery yet)."""
-    only_availability = all(history[-1].get(k) is not True for k in (
+def persisted(history: Sequence[Mapping[str, Value]], paging: bool = False) -> bool:
+    """Red long enough to page as an unexplained symptom. To start a page: for longer than one window, since a burst
+    shorter than a scrape interval lies inside every window that covers it (window / interval evaluations: 2 with
+    the default window of two intervals), so the page starts at the evaluation after those. On a 4-pod fleet one slow
+    prefill lifts a 30 s window's TTFT p99 ×3–4 while its p90 stays flat, for exactly two evaluations (docs/drills.md,
+    the soak). ``paging``: the last diagnosis paged (the incident is real already), and 2 scrapes keep it paging as
+    `unknown` when its runbook lets go. At least 3 when only availability is red: a pod that stops answering for a
+    scrape or two is often leaving (a scale-down or rollout whose target has not left discovery yet)."""
+    last = history[-1] if history else {}
+    window, interval = last.get("window_s"), last.get("interval_s")
+    spans = math.ceil(window / interval - 1e-9) if isinstance(window, float) and isinstance(interval, float) \
+        and interval > 0 else 1
+    n = 2 if paging else spans + 1
+    only_availability = all(last.get(k) is not True for k in (
         "symptom_ttft", "symptom_itl", "symptom_errors", "symptom_throughput"))
     n = max(n, 3) if only_availability else n
     return len(history) >= n and all(v.get("symptom") is True for v in history[-n:])

@@ -116,6 +116,9 @@ class Case:
     """The first round of the first streak of RECOVERED_ROUNDS with the recovery signal back."""
     green: int = 0
     effects_seen: set[str] = field(default_factory=set)
+    reverted: set[str] = field(default_factory=set)
+    """Executed actions since undone (a harmful one reverted, an autoscaler's floor handed back): their side effects
+    end with them and explain no later page."""
     twin_checked: bool = False
     """The twin's prediction has been compared with what happened (once per case)."""
 
@@ -317,7 +320,7 @@ class Responder:
         for c in sorted(self._acting_cases(), key=lambda c: -(c.acted_at or 0.0)):
             assert c.plan is not None
             for a in c.plan.actions:
-                if a.status != "executed" or c.acted_at is None:
+                if a.status != "executed" or c.acted_at is None or a.id in c.reverted:
                     continue
                 e = effects.of(a.kind)
                 if d.incident in e.explains and now - c.acted_at <= e.lasts_s and d.incident != c.incident:
@@ -587,7 +590,10 @@ class Responder:
                     a.verification.verdict = "no_effect"
             self.ledger.audit(act.actor, c.plan.id, a.id, "verify", a.verification.model_dump())
             if a.verification.verdict == "harmful":
-                a.verification.detail += "; " + act.revert(c.plan, a)
+                outcome = act.revert(c.plan, a)
+                a.verification.detail += "; " + outcome
+                if outcome == "reverted":
+                    c.reverted.add(a.id)
             self.store.event(c.id, "verification", self.actor, {"action_id": a.id, "kind": a.kind,
                                                                 **a.verification.model_dump()})
         self.ledger.save_plan(c.plan.id, c.plan.incident, c.plan.to_json())
@@ -601,6 +607,10 @@ class Responder:
             return
         if d.pages and self._own_effect(d, self.clock()) is not None:
             c.green = 0  # the fix's own side effects are still showing
+            return
+        if self.pilot.features and self.pilot.features[-1].get("symptom") is True:
+            # Not paging yet, but the users are not served either (an unexplained symptom pages only once it
+            # outlasts a burst): the round is not a quiet one.
             return
         c.green += 1
         status = (self.store.get(c.id, timeline=False) or {}).get("status")
@@ -660,6 +670,8 @@ class Responder:
     def _give_back(self, c: Case, a: Action, what: str) -> None:
         assert self.actuator is not None and c.plan is not None
         outcome = self.actuator.revert(c.plan, a)
+        if outcome == "reverted":
+            c.reverted.add(a.id)
         self.store.event(c.id, "action", self.actor, {
             "action_id": a.id, "kind": a.kind, "target": a.target.ref(),
             "status": "reverted" if outcome == "reverted" else "failed", "result": f"{what}: {outcome}"})
