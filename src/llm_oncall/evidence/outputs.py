@@ -442,6 +442,10 @@ _GENERATED_ONLY = re.compile(rf"^\s{{0,8}}Generated text: (?P<out>{_STR})")
 _REQUEST_OUTPUT = re.compile(rf"RequestOutput\(request_id=[^,]{{0,200}}, prompt=(?P<p>{_STR}|None)")
 _COMPLETION_OUTPUT = re.compile(rf"CompletionOutput\(index=\d{{1,4}}, text=(?P<out>{_STR})"
                                 r"(?:, token_ids=(?:array\('l', )?\[(?P<ids>[\d, ]{0,20000})\])?")
+# lmdeploy's pipeline result, printed (lmdeploy/messages.py, the Response dataclass): "Response(text='...',
+# generate_token_len=1, input_token_len=287, session_id=0, finish_reason=None, token_ids=[0], ...)"
+_LMDEPLOY_RESPONSE = re.compile(rf"\bResponse\(text=(?P<out>{_STR}), generate_token_len=\d{{1,9}}"
+                                r"(?:.{0,200}?\btoken_ids=\[(?P<ids>[\d, ]{0,20000})\])?")
 # An OpenAI response cut short (no valid JSON left) or printed as a Python dict: its "content"/"text" value.
 _OPEN_SQ = r"'(?:[^'\\]|\\.){0,50000}'?"
 _OPEN_DQ = r'"(?:[^"\\]|\\.){0,50000}"?'
@@ -479,7 +483,8 @@ def _literal(s: str | None) -> str | None:
 
 
 def _log_samples(text: str) -> list[Sample] | None:
-    if "Generated response" not in text and "Generated text:" not in text and "CompletionOutput(" not in text:
+    if "Generated response" not in text and "Generated text:" not in text and "CompletionOutput(" not in text \
+            and "generate_token_len=" not in text:
         return None
     prompts: dict[str, str] = {}
     got: list[Sample] = []
@@ -494,6 +499,10 @@ def _log_samples(text: str) -> list[Sample] | None:
             got.append(Sample(o, _literal(e.group("p")), "unknown", (), i))
         elif (e := _GENERATED_ONLY.search(line)) and (o := _literal(e.group("out"))) is not None:
             got.append(Sample(o, None, "unknown", (), i))
+        elif "generate_token_len=" in line and (r := _LMDEPLOY_RESPONSE.search(line)) \
+                and (o := _literal(r.group("out"))) is not None:
+            ids = tuple(int(x) for x in re.findall(r"\d+", r.group("ids") or ""))[:4096]
+            got.append(Sample(o, None, "unknown", ids, i))
         elif "CompletionOutput(" in line:
             rp = _REQUEST_OUTPUT.search(line)
             prompt = _literal(rp.group("p")) if rp else None

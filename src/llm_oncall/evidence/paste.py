@@ -56,9 +56,12 @@ _CUE = re.compile(
 _NAMED_GARBAGE = re.compile(r"\b(?:gibberish|garbage|garbled|nonsense|nonsensical|junk|jibberish)\b|乱码",
                             re.IGNORECASE)
 # an output introduced without a colon at the end of its line ("The output of the above code is")
+# or by an example marker at the end of its line ("Garbage generation (for all prompts) such as")
 _CUE_TRAILING = re.compile(
     r"\b(?:output|outputs|response|responses|answer|answers|result|results|reply)\b[^:\n]{0,40}"
-    r"\b(?:is|was|are|were|looks like|look like)\s*$", re.IGNORECASE)
+    r"\b(?:is|was|are|were|looks like|look like)\s*$"
+    r"|\b(?:output|outputs|response|responses|answer|answers|generation|generations|completion|completions)\b"
+    r"[^:\n]{0,40}\b(?:such as|like|e\.g\.|for example)\s*[,.]?\s*$", re.IGNORECASE)
 # a speaker label of a chat transcript: the rest of the line is what the model said
 _SPEAKER = re.compile(r"^\s{0,4}(?:AI|Assistant|ASSISTANT|Bot|Model|LLM|Chatbot)\s{0,2}:\s*(?P<rest>.+)$")
 _DQUOTED = re.compile(r"\"([^\"\n]{8,2000})\"|“([^”\n]{8,2000})”")

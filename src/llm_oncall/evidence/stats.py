@@ -15,6 +15,8 @@ Readings, per engine (stream) over its latest lines:
   least as long as the running batch with usage >= 0.8 — or V1 reports preemptions in the interval. Physics,
   not a tuned scale: a full cache with a queue means admission is blocked on KV blocks.
 - stalled: requests running but zero tokens generated (and no prefill) over STALL_LINES consecutive lines.
+- not admitting: requests waiting, none running and the KV cache empty over STALL_LINES consecutive lines (an
+  engine hung while idle: its scheduler has room and takes nothing).
 - otherwise healthy: a benign reading of the stats.
 """
 
@@ -29,6 +31,8 @@ from llm_oncall.evidence.model import Finding, compact, line_numbers, split_line
 
 KV_FULL = 0.9
 KV_HIGH = 0.8
+IDLE_KV = 0.05
+"""At most this share of the KV cache in use counts as an empty cache (a few blocks of prefix cache stay held)."""
 STALL_LINES = 3
 RECENT_LINES = 6
 
@@ -153,6 +157,12 @@ def pressured(st: dict[str, float]) -> bool:
     return kv >= KV_FULL or (waiting >= max(running, 1.0) and kv >= KV_HIGH)
 
 
+def admits_nothing(st: dict[str, float]) -> bool:
+    """Requests wait, none runs, and the KV cache is (nearly) empty: the scheduler has room and takes nothing."""
+    kv = st.get("kv_usage")
+    return st.get("waiting", 0.0) > 0 and st.get("running", -1.0) == 0 and kv is not None and kv <= IDLE_KV
+
+
 def stalled(st: dict[str, float]) -> bool:
     return (st.get("running", 0.0) > 0 and st.get("gen_tps", 1.0) == 0.0 and st.get("prompt_tps", 0.0) == 0.0
             and "prefill" not in st)
@@ -176,6 +186,13 @@ def parse(text: str, name: str) -> Finding | None:
     })
     for s in streams.values():
         tail = s.rows[-STALL_LINES:]
+        if len(tail) == STALL_LINES and all(admits_nothing(st) for _, st in tail):
+            facts["reading"] = ("requests wait while nothing runs and the KV cache is empty in consecutive stats "
+                                "lines: the scheduler admits nothing although it has room")
+            facts["stream"] = s.engine
+            return Finding(name, "engine_stats_not_admitting" if engine != "vllm" else "vllm_stats_not_admitting",
+                           False, "engine-hang", 0.45, facts, line_numbers(i for i, _ in tail), "stats",
+                           severity="error", category="hang")
         if len(tail) == STALL_LINES and all(stalled(st) for _, st in tail):
             facts["reading"] = "requests running but zero tokens generated in consecutive stats lines"
             facts["stream"] = s.engine
