@@ -81,3 +81,14 @@ def test_prune_keeps_the_windows_of_incidents(tmp_path: Path) -> None:
     assert kept == [float(t) for t in range(2000, 3001, 100)] + [float(t) for t in range(5000, 5501, 100)] + \
         [float(t) for t in range(9000, 10000, 100)]
     log.close()
+
+
+def test_the_title_is_the_one_that_held_on_the_evidence_in_both_languages(tmp_path: Path) -> None:
+    # The diagnosis named the surge ("Load surge beyond the fleet's capacity": the KV cache half empty); the
+    # postmortem says so, not the runbook's generic "KV-cache capacity exhausted".
+    db = tmp_path / "r.db"
+    iid = synth.make(db, summary="Load surge beyond the fleet's capacity")
+    en = write_postmortem(db, iid, tmp_path / "en").markdown.read_text(encoding="utf-8")
+    zh = write_postmortem(db, iid, tmp_path / "zh", lang="zh").markdown.read_text(encoding="utf-8")
+    assert en.startswith("# Postmortem: Load surge beyond the fleet's capacity\n"), en[:80]
+    assert zh.startswith("# 事后复盘：负载激增，超出集群容量\n"), zh[:80]

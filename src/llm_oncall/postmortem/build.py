@@ -14,7 +14,7 @@ from llm_oncall.postmortem.lessons import Item, Lessons, items, lessons, plan_ac
 from llm_oncall.postmortem.moments import Moments, moments
 from llm_oncall.postmortem.record import Record
 from llm_oncall.runbooks.loader import Registry, load_registry
-from llm_oncall.runbooks.schema import LongTerm
+from llm_oncall.runbooks.schema import LongTerm, Runbook
 
 CHANGE_KINDS = ("deploy", "rollout", "config_change")
 CHANGE_LOOKBACK_S = 1800.0
@@ -80,6 +80,17 @@ def _kinds(m: Moments) -> str:
     return ", ".join(f"{a.kind} ({a.target})" for a in m.actions if a.status == "executed")
 
 
+def _title(rb: Runbook | None, decided: str, lang: str) -> str:
+    """The title of the diagnosis the response acted on, in `lang`: the runbook's title that held on its evidence
+    ("Load surge beyond the fleet's capacity" when the KV cache was half empty), not the runbook's generic one."""
+    if rb is None:
+        return decided
+    for t in rb.titles:
+        if decided and decided in (t.text.get("en"), t.text.get(lang)):
+            return t.text.get(lang) or decided
+    return rb.title.get(lang) or decided
+
+
 def build(rec: Record, lang: str = "en", slo: Slo | None = None, registry: Registry | None = None) -> Doc:
     m = moments(rec)
     imp = impact_mod.estimate(rec, m, slo)
@@ -88,8 +99,7 @@ def build(rec: Record, lang: str = "en", slo: Slo | None = None, registry: Regis
     rb = reg.get(str(d.get("runbook") or rec.kind))
     long_term: list[tuple[str, str]] = [(str(x.tag), _long_term_text(x, lang)) for x in rb.long_term] \
         if rb is not None else [(str(x.get("tag", "")), str(x.get("text", ""))) for x in d.get("long_term") or []]
-    title_rb = rb.title.get(lang) if rb is not None else ""
-    title = title_rb or rec.title or rec.kind
+    title = _title(rb, str(d.get("title") or ""), lang) or rec.title or rec.kind
     truth = rec.notes.get("ground_truth") or {}
     drill_info = rec.notes.get("drill")
     drill = tr(lang, "drill_value", seed=drill_info.get("seed"), incident=truth.get("incident"),
