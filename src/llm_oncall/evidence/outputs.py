@@ -482,6 +482,11 @@ def _literal(s: str | None) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def _token_ids(listed: str | None) -> tuple[int, ...]:
+    """The token ids of a printed list ("[0, 13, 13]", "array('l', [...])"), at most 4096."""
+    return tuple(int(x) for x in re.findall(r"\d+", listed or ""))[:4096]
+
+
 def _log_samples(text: str) -> list[Sample] | None:
     if "Generated response" not in text and "Generated text:" not in text and "CompletionOutput(" not in text \
             and "generate_token_len=" not in text:
@@ -492,25 +497,23 @@ def _log_samples(text: str) -> list[Sample] | None:
         if (r := _RECEIVED.search(line)) and (p := _literal(r.group("p"))) is not None:
             prompts[r.group("id")] = p
         elif (g := _GENERATED.search(line)) and (o := _literal(g.group("out"))) is not None:
-            ids = tuple(int(x) for x in re.findall(r"\d+", g.group("ids") or ""))[:4096]
             rid = g.group("id")
-            got.append(Sample(o, prompts.get(rid) or prompts.get(rid.split("-", 1)[-1]), "unknown", tuple(ids), i))
+            got.append(Sample(o, prompts.get(rid) or prompts.get(rid.split("-", 1)[-1]), "unknown",
+                              _token_ids(g.group("ids")), i))
         elif (e := _EXAMPLE.search(line)) and (o := _literal(e.group("out"))) is not None:
             got.append(Sample(o, _literal(e.group("p")), "unknown", (), i))
         elif (e := _GENERATED_ONLY.search(line)) and (o := _literal(e.group("out"))) is not None:
             got.append(Sample(o, None, "unknown", (), i))
         elif "generate_token_len=" in line and (r := _LMDEPLOY_RESPONSE.search(line)) \
                 and (o := _literal(r.group("out"))) is not None:
-            ids = tuple(int(x) for x in re.findall(r"\d+", r.group("ids") or ""))[:4096]
-            got.append(Sample(o, None, "unknown", ids, i))
+            got.append(Sample(o, None, "unknown", _token_ids(r.group("ids")), i))
         elif "CompletionOutput(" in line:
             rp = _REQUEST_OUTPUT.search(line)
             prompt = _literal(rp.group("p")) if rp else None
             for c in _COMPLETION_OUTPUT.finditer(line):
                 o = _literal(c.group("out"))
                 if o is not None:
-                    ids = tuple(int(x) for x in re.findall(r"\d+", c.group("ids") or ""))[:4096]
-                    got.append(Sample(o, prompt, "unknown", ids, i))
+                    got.append(Sample(o, prompt, "unknown", _token_ids(c.group("ids")), i))
     return got or None
 
 

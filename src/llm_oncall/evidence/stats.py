@@ -168,6 +168,14 @@ def stalled(st: dict[str, float]) -> bool:
             and "prefill" not in st)
 
 
+# An engine that makes no progress, read over STALL_LINES consecutive lines: (held on every line, kind, reading).
+_STALLS: tuple[tuple[Callable[[dict[str, float]], bool], str, str], ...] = (
+    (admits_nothing, "not_admitting", "requests wait while nothing runs and the KV cache is empty in consecutive "
+                                      "stats lines: the scheduler admits nothing although it has room"),
+    (stalled, "stalled", "requests running but zero tokens generated in consecutive stats lines"),
+)
+
+
 def parse(text: str, name: str) -> Finding | None:
     if "Avg prompt throughput" not in text and "#running-req" not in text:
         return None
@@ -186,19 +194,13 @@ def parse(text: str, name: str) -> Finding | None:
     })
     for s in streams.values():
         tail = s.rows[-STALL_LINES:]
-        if len(tail) == STALL_LINES and all(admits_nothing(st) for _, st in tail):
-            facts["reading"] = ("requests wait while nothing runs and the KV cache is empty in consecutive stats "
-                                "lines: the scheduler admits nothing although it has room")
-            facts["stream"] = s.engine
-            return Finding(name, "engine_stats_not_admitting" if engine != "vllm" else "vllm_stats_not_admitting",
-                           False, "engine-hang", 0.45, facts, line_numbers(i for i, _ in tail), "stats",
-                           severity="error", category="hang")
-        if len(tail) == STALL_LINES and all(stalled(st) for _, st in tail):
-            facts["reading"] = "requests running but zero tokens generated in consecutive stats lines"
-            facts["stream"] = s.engine
-            return Finding(name, "engine_stats_stalled" if engine != "vllm" else "vllm_stats_stalled", False,
-                           "engine-hang", 0.45, facts, line_numbers(i for i, _ in tail), "stats",
-                           severity="error", category="hang")
+        for held, what, reading in _STALLS:
+            if len(tail) == STALL_LINES and all(held(st) for _, st in tail):
+                facts["reading"] = reading
+                facts["stream"] = s.engine
+                return Finding(name, f"{'vllm' if engine == 'vllm' else 'engine'}_stats_{what}", False,
+                               "engine-hang", 0.45, facts, line_numbers(i for i, _ in tail), "stats",
+                               severity="error", category="hang")
     best: tuple[float, _Stream, list[int]] | None = None
     for s in streams.values():
         recent = s.rows[-RECENT_LINES:]

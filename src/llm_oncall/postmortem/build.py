@@ -85,10 +85,8 @@ def _title(rb: Runbook | None, decided: str, lang: str) -> str:
     ("Load surge beyond the fleet's capacity" when the KV cache was half empty), not the runbook's generic one."""
     if rb is None:
         return decided
-    for t in rb.titles:
-        if decided and decided in (t.text.get("en"), t.text.get(lang)):
-            return t.text.get(lang) or decided
-    return rb.title.get(lang) or decided
+    held = next((t for t in rb.titles if decided and decided in (t.text.get("en"), t.text.get(lang))), None)
+    return (held.text.get(lang) if held is not None else rb.title.get(lang)) or decided
 
 
 def build(rec: Record, lang: str = "en", slo: Slo | None = None, registry: Registry | None = None) -> Doc:
