@@ -8,13 +8,19 @@ with and without it, check the packaged model is current.
   PYTHONPATH=src python scripts/prior.py check            # exit 1 when catalog/prior.json is stale
   PYTHONPATH=src python scripts/prior.py loso             # round 3r: the failure-report reader, leave-one-set-out
   PYTHONPATH=src python scripts/prior.py reader-eval DIR…  # a held-out set with the reader (prior.READER_MEASURED)
+  PYTHONPATH=src python scripts/prior.py fresh-readings   # round 3w: each held-out set read as when it was committed
+  PYTHONPATH=src python scripts/prior.py fresh-loso       # round 3w: the fallback chosen in that regime, per set
+  PYTHONPATH=src python scripts/prior.py fresh-eval DIR…  # round 3w: a held-out set with round 3w's candidate
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +91,110 @@ def _evaluate(dirs: list[str], reader: prior.ReaderSettings | None) -> int:
     return 0
 
 
+# Run by the interpreter with PYTHONPATH at an old source tree: that tree's catalogue reads one set with the prior
+# off (the parameter did not exist before round 3k) and prints {file: [predicted, found nothing, expected]}.
+_OLD_READER = """
+import inspect, json, sys
+from pathlib import Path
+from llm_oncall.evidence import corpus
+from llm_oncall.evidence.classify import classify_all, read_text
+root = Path(sys.argv[1])
+kw = {"word_prior": False} if "word_prior" in inspect.signature(classify_all).parameters else {}
+out = {}
+for s in corpus.load(root):
+    found = classify_all(read_text(s.path), str(s.path), **kw)
+    best = found[0] if found else None
+    rel = s.path.resolve().relative_to(root.resolve()).as_posix()
+    out[rel] = ["benign" if best is None else corpus.predicted(best), not found, s.expected]
+json.dump(out, sys.stdout)
+"""
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def fresh_readings() -> int:
+    """Every held-out set read by the source tree of the commit that added it (its manifest's first commit)."""
+    holdout = ROOT / "tests/evidence/holdout"
+    sets: dict[str, Any] = {}
+    dirs = sorted(p.parent for p in holdout.glob("*/manifest.yaml"))
+    for i, d in enumerate(dirs, 1):
+        rel = d.relative_to(ROOT).as_posix()
+        added = _git("log", "--diff-filter=A", "--format=%H", "--", f"{rel}/manifest.yaml").splitlines()
+        if not added:
+            print(f"{rel}: not committed yet; commit the set first", file=sys.stderr)
+            return 2
+        commit = added[-1]
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = subprocess.run(["git", "archive", "--format=tar", commit, "src"], cwd=ROOT,
+                                     capture_output=True, check=True).stdout
+            with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+                tar.extractall(tmp, filter="data")
+            env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
+            res = subprocess.run([sys.executable, "-c", _OLD_READER, str(d)], cwd=tmp, env=env,
+                                 capture_output=True, text=True, check=True)
+        got = json.loads(res.stdout)
+        sets[rel] = {"commit": commit, "readings": {
+            k: {"predicted": p, "found_nothing": e, "expected": x} for k, (p, e, x) in sorted(got.items())}}
+        right = sum(v[0] == v[2] for v in got.values())
+        print(f"[{i}/{len(dirs)}] {rel} at {commit[:10]}: {right}/{len(got)} right, nothing found in "
+              f"{sum(v[1] for v in got.values())}", file=sys.stderr)
+    doc = {"about": "each held-out set classified (prior off) by the source tree of the commit that added it: "
+                    "the catalogue's reading of the set while it was unseen (docs/evidence.md, 'Round 3w'); "
+                    "written by scripts/prior.py fresh-readings",
+           "sets": sets}
+    (ROOT / prior_train.FRESH_READINGS).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {prior_train.FRESH_READINGS}", file=sys.stderr)
+    return 0
+
+
+def fresh_loso() -> int:
+    fresh = prior_train.fresh_sets(ROOT)
+    gate = prior_train.text_rows(ROOT / prior_train.GATE_DIR, prior_train.GATE_DIR)
+    packaged = prior.default_settings() or prior.Settings(1.85, 3)
+    res = prior_train.fresh_loso(fresh, gate, packaged)
+    print(f"| held-out set (samples; nothing found in; of which failures) | without the prior | packaged settings "
+          f"(margin {packaged.min_margin}, {packaged.min_tokens} tokens) | plain prior, chosen | with the reader, "
+          "chosen | settings chosen on the other sets |")
+    print("|---|---|---|---|---|---|")
+    tot: dict[str, list[int]] = {}
+    for d, v in res.items():
+        cells = []
+        for k in ("without", "packaged", "plain", "reader"):
+            s = v[k]
+            cells.append(f"{s['correct']}; {s['benign_correct']}/{s['benign_predicted']}")
+            t = tot.setdefault(k, [0, 0, 0, 0])
+            for j, f in enumerate(("correct", "benign_correct", "benign_predicted", "samples")):
+                t[j] += s[f]
+        r = v["reader_settings"]
+        chosen = f"margin {v['settings']['min_margin']}, {v['settings']['min_tokens']} token(s); reader " + (
+            "none" if r is None else f"{r['min_lines']} line, margin {r['min_margin']}, headings "
+                                     f"{'count' if r['headings'] else 'do not count alone'}")
+        print(f"| {d.split('/')[-1]} ({v['without']['samples']}; {v['found_nothing']}; "
+              f"{v['failures_in_found_nothing']}) | " + " | ".join(cells) + f" | {chosen} |")
+    print("| **sum** | " + " | ".join(f"{c}/{n} = {c / n:.3f}; {bc}/{bp} = {bc / bp:.3f}"
+                                       for c, bc, bp, n in tot.values()) + " | |")
+    model, plain, reader = prior_train.fresh_candidate(fresh, gate)
+    print(f"candidate (chosen on every set): {plain}, {reader}; trained on {model.meta.get('samples', '?')} samples")
+    return 0
+
+
+def fresh_eval(dirs: list[str]) -> int:
+    """Held-out sets with the packaged fallback and with round 3w's candidate (trained and chosen on
+    prior_train.FRESH_DIRS only)."""
+    fresh = prior_train.fresh_sets(ROOT)
+    gate = prior_train.text_rows(ROOT / prior_train.GATE_DIR, prior_train.GATE_DIR)
+    model, plain, reader = prior_train.fresh_candidate(fresh, gate)
+    status = _evaluate(dirs, None)
+    for d in dirs:
+        r = prior_train.evaluate(Path(d), model, plain, reader)
+        print(f"{d}, round 3w's candidate ({plain}, {reader})\n  with:    {_fmt(r['with'])}")
+        for rel, exp, got in r["fired"]:
+            print(f"    {exp} → {got}: {rel}")
+    return status
+
+
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "check"
     if cmd == "cv":
@@ -121,6 +231,12 @@ def main(argv: list[str]) -> int:
         print(f"every set pooled (out of set): without {_fmt(fin['without'])}\n  plain prior {_fmt(fin['plain'])}\n"
               f"  with the reader {_fmt(fin['with'])}\n  chosen: {fin['reader']}")
         return 0
+    if cmd == "fresh-readings":
+        return fresh_readings()
+    if cmd == "fresh-loso":
+        return fresh_loso()
+    if cmd == "fresh-eval":
+        return fresh_eval(argv[1:])
     if cmd == "check":
         packaged = prior.default_model()
         want = prior_train.training_sha256(prior_train.training_set(prior_train.training_roots(ROOT)))

@@ -17,6 +17,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import itertools
+import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -405,3 +406,100 @@ def final_reader(sets: dict[str, list[Row]], plain: prior.Settings) -> dict[str,
     return {"classes": mode, "reader": reader, "with": sc.to_json(),
             "plain": score(allrows, reader_decisions(readings, reports, plain, None)).to_json(),
             "without": score(allrows, {}).to_json()}
+
+
+# ---- Round 3w: the fallback chosen in the fresh regime (docs/evidence.md, "Round 3w") ----
+
+# Each labelled held-out set as the catalogue read it the day the set was committed, before any rule was written from
+# it: written by ``scripts/prior.py fresh-readings`` from the repository's history.
+FRESH_READINGS = "tests/evidence/holdout/fresh_readings.json"
+GATE_DIR = "tests/evidence/real"
+# The sets round 3w chose on: every labelled held-out set whose round is over (3w's own check set is never among them).
+FRESH_DIRS: tuple[str, ...] = (*LOSO_DIRS[1:], "tests/evidence/holdout/fresh-2026-12p-check",
+                               "tests/evidence/holdout/fresh-2026-12q-check",
+                               "tests/evidence/holdout/fresh-2026-12t-check",
+                               "tests/evidence/holdout/fresh-2026-12v-check")
+
+
+class FreshReadingsError(ValueError):
+    """The fresh readings do not describe the sets as they are (a sample without a reading, a relabelled one)."""
+
+
+def fresh_sets(repo: Path, dirs: Sequence[str] = FRESH_DIRS, path: str = FRESH_READINGS) -> dict[str, list[Row]]:
+    """The sets ``dirs`` as the readings file records them, their samples with the catalogue's answer as recorded (``predicted``,
+    ``empty``), the text and the label as the set holds them now."""
+    doc = json.loads((repo / path).read_text(encoding="utf-8"))
+    out: dict[str, list[Row]] = {}
+    for d in dirs:
+        if d not in doc["sets"]:
+            raise FreshReadingsError(f"{d}: no fresh readings; run scripts/prior.py fresh-readings")
+        readings = doc["sets"][d]["readings"]
+        rs = []
+        for s in corpus.load(repo / d):
+            rel = _rel(s.path, repo / d)
+            got = readings.get(rel)
+            if got is None:
+                raise FreshReadingsError(f"{d}/{rel}: no fresh reading; run scripts/prior.py fresh-readings")
+            if got["expected"] != s.expected:
+                raise FreshReadingsError(f"{d}/{rel}: labelled {s.expected}, read when it was {got['expected']}")
+            rs.append(Row(f"{d}/{rel}", s.expected, corpus.source_key(s), got["predicted"], got["found_nothing"],
+                          read_text(s.path), d))
+        out[d] = rs
+    return out
+
+
+def text_rows(root: Path, name: str) -> list[Row]:
+    """A set's samples as training text only (nothing classified): the gated corpus beside the fresh sets."""
+    return [Row(f"{name}/{_rel(s.path, root)}", s.expected, corpus.source_key(s), "", False, read_text(s.path), name)
+            for s in corpus.load(root)]
+
+
+def _fresh_choice(sets: dict[str, list[Row]], choose_on: Sequence[str], leave: Sequence[str],
+                  cache: dict[tuple[str, ...], prior.Model], reports: dict[str, reported.Report]
+                  ) -> tuple[prior.Settings, prior.ReaderSettings | None]:
+    """The plain prior's and the reader's settings chosen on the sets ``choose_on``, each read by a model trained
+    without it and without ``leave`` (round 3r's rules; class from the lexicon, round 3r's finding)."""
+    readings: dict[str, prior.Reading | None] = {}
+    for t in choose_on:
+        model = _train_without(sets, [*leave, t], cache)
+        readings.update({r.rel: prior.read(model, r.text) for r in sets[t] if r.empty})
+    rows_ = [r for t in choose_on for r in sets[t]]
+    plain, _ = choose(rows_, readings)
+    reader, _ = choose_reader(rows_, readings, reports, plain, "lexicon")
+    return plain, reader
+
+
+def fresh_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.Settings) -> dict[str, Any]:
+    """Each fresh set held out in turn: the model trained on the gated corpus and the other sets, the settings chosen
+    on the other sets' fresh readings; the held-out set scored without the prior, with the ``packaged`` settings, with
+    the chosen plain prior and with the chosen reader. Deterministic."""
+    sets = {**fresh, GATE_DIR: gate}
+    reports = {r.rel: reported.read(r.text) for rs in fresh.values() for r in rs if r.empty}
+    cache: dict[tuple[str, ...], prior.Model] = {}
+    out: dict[str, Any] = {}
+    for held, rs in fresh.items():
+        plain, reader = _fresh_choice(sets, [n for n in fresh if n != held], [held], cache, reports)
+        model = _train_without(sets, [held], cache)
+        outer = {r.rel: prior.read(model, r.text) for r in rs if r.empty}
+        texts = {r.rel: r.text for r in rs if r.empty}
+        out[held] = {
+            "without": score(rs, {}).to_json(),
+            "packaged": score(rs, decisions(outer, packaged)).to_json(),
+            "plain": score(rs, decisions(outer, plain)).to_json(),
+            "reader": score(rs, reader_decisions(outer, reports, plain, reader, texts)).to_json(),
+            "found_nothing": sum(r.empty for r in rs),
+            "failures_in_found_nothing": sum(r.empty and r.expected != prior.BENIGN for r in rs),
+            "settings": {"min_margin": plain.min_margin, "min_tokens": plain.min_tokens},
+            "reader_settings": None if reader is None else dataclasses.asdict(reader)}
+    return out
+
+
+def fresh_candidate(fresh: dict[str, list[Row]], gate: list[Row]
+                    ) -> tuple[prior.Model, prior.Settings, prior.ReaderSettings | None]:
+    """The fallback chosen on every fresh set's out-of-set readings, its model trained on the gated corpus and every
+    fresh set: round 3w's candidate."""
+    sets = {**fresh, GATE_DIR: gate}
+    reports = {r.rel: reported.read(r.text) for rs in fresh.values() for r in rs if r.empty}
+    cache: dict[tuple[str, ...], prior.Model] = {}
+    plain, reader = _fresh_choice(sets, list(fresh), [], cache, reports)
+    return _train_without(sets, [], cache), plain, reader

@@ -1,0 +1,76 @@
+"""Round 3w: each held-out set as the catalogue read it the day it was committed (tests/evidence/holdout/
+fresh_readings.json, ``scripts/prior.py fresh-readings``) and the fallback chosen in that regime, leave-one-set-out
+(prior_train.fresh_loso, ``scripts/prior.py fresh-loso``; docs/evidence.md, "Round 3w")."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from llm_oncall.evidence import prior, prior_train
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_held_out_set_has_its_fresh_readings() -> None:
+    doc = json.loads((REPO / prior_train.FRESH_READINGS).read_text(encoding="utf-8"))
+    on_disk = {p.parent.relative_to(REPO).as_posix() for p in (REPO / "tests/evidence/holdout").glob("*/manifest.yaml")}
+    assert set(doc["sets"]) == on_disk, "run scripts/prior.py fresh-readings"
+    for entry in doc["sets"].values():
+        assert len(entry["commit"]) == 40
+    sets = prior_train.fresh_sets(REPO, sorted(on_disk))  # labels as recorded: nothing relabelled since
+    assert all(len(rs) == len(doc["sets"][d]["readings"]) for d, rs in sets.items())
+
+
+def _right(rows: list[prior_train.Row]) -> int:
+    return sum(r.predicted == r.expected for r in rows)
+
+
+def test_the_readings_are_the_figures_first_recorded() -> None:
+    """docs/evidence.md's first readings without the prior: 3p 41/90, 3t 54/85, 3v 51/78."""
+    sets = prior_train.fresh_sets(REPO)
+    got = {d.split("-")[-2]: (_right(rs), len(rs)) for d, rs in sets.items() if d.endswith("-check")}
+    assert (got["12p"], got["12t"], got["12v"]) == ((41, 90), (54, 85), (51, 78))
+    nothing = [r for rs in sets.values() for r in rs if r.empty]
+    assert (len(nothing), sum(r.expected != prior.BENIGN for r in nothing)) == (394, 196)
+
+
+def test_a_relabelled_or_unread_sample_is_refused(tmp_path: Path) -> None:
+    src = REPO / "tests/evidence/holdout/fresh-2026-12c"
+    shutil.copytree(src, tmp_path / "set")
+    doc = json.loads((REPO / prior_train.FRESH_READINGS).read_text(encoding="utf-8"))
+    entry = doc["sets"]["tests/evidence/holdout/fresh-2026-12c"]
+    (tmp_path / "r.json").write_text(json.dumps({"sets": {"set": entry}}), encoding="utf-8")
+    assert len(prior_train.fresh_sets(tmp_path, ["set"], "r.json")["set"]) == 15
+    first = sorted(entry["readings"])[0]
+    entry["readings"][first]["expected"] = "hang" if entry["readings"][first]["expected"] != "hang" else "benign"
+    (tmp_path / "r.json").write_text(json.dumps({"sets": {"set": entry}}), encoding="utf-8")
+    with pytest.raises(prior_train.FreshReadingsError, match="read when it was"):
+        prior_train.fresh_sets(tmp_path, ["set"], "r.json")
+    del entry["readings"][first]
+    (tmp_path / "r.json").write_text(json.dumps({"sets": {"set": entry}}), encoding="utf-8")
+    with pytest.raises(prior_train.FreshReadingsError, match="no fresh reading"):
+        prior_train.fresh_sets(tmp_path, ["set"], "r.json")
+    with pytest.raises(prior_train.FreshReadingsError, match="no fresh readings"):
+        prior_train.fresh_sets(tmp_path, ["other"], "r.json")
+
+
+# docs/evidence.md, "Round 3w": summed over the eleven sets, (right, benign right, answered benign).
+FRESH_LOSO_SUMS = {"without": (440, 233, 443), "packaged": (450, 231, 423), "plain": (446, 210, 363),
+                   "reader": (467, 203, 312)}
+
+
+def test_fresh_regime_leave_one_set_out_is_reproduced() -> None:
+    fresh = prior_train.fresh_sets(REPO)
+    gate = prior_train.text_rows(REPO / prior_train.GATE_DIR, prior_train.GATE_DIR)
+    res = prior_train.fresh_loso(fresh, gate, prior.Settings(1.85, 3))
+    sums = {k: tuple(sum(v[k][f] for v in res.values()) for f in ("correct", "benign_correct", "benign_predicted"))
+            for k in FRESH_LOSO_SUMS}
+    assert sums == FRESH_LOSO_SUMS
+    assert res["tests/evidence/holdout/fresh-2026-12v-check"]["reader"]["correct"] == 50
+    _, plain, reader = prior_train.fresh_candidate(fresh, gate)
+    assert (plain.min_margin, plain.min_tokens) == (1.6, 1)
+    assert reader == prior.ReaderSettings(1, 0.0, "lexicon", True)
