@@ -426,8 +426,8 @@ class FreshReadingsError(ValueError):
 
 
 def fresh_sets(repo: Path, dirs: Sequence[str] = FRESH_DIRS, path: str = FRESH_READINGS) -> dict[str, list[Row]]:
-    """The sets ``dirs`` as the readings file records them, their samples with the catalogue's answer as recorded (``predicted``,
-    ``empty``), the text and the label as the set holds them now."""
+    """The sets ``dirs`` as the readings file records them: their samples with the catalogue's answer as recorded
+    (``predicted``, ``empty``), the text and the label as the set holds them now."""
     doc = json.loads((repo / path).read_text(encoding="utf-8"))
     out: dict[str, list[Row]] = {}
     for d in dirs:
