@@ -149,28 +149,31 @@ def fresh_readings() -> int:
     return 0
 
 
+def _reader(r: dict[str, Any] | None) -> str:
+    return "none" if r is None else f"margin {r['min_margin']}, {r['min_lines']} line"
+
+
 def fresh_loso() -> int:
     fresh = prior_train.fresh_sets(ROOT)
     gate = prior_train.text_rows(ROOT / prior_train.GATE_DIR, prior_train.GATE_DIR)
-    packaged = prior.default_settings() or prior.Settings(1.85, 3)
-    res = prior_train.fresh_loso(fresh, gate, packaged)
+    res = prior_train.fresh_loso(fresh, gate, prior_train.PLAIN_3O)
+    packaged = prior_train.PLAIN_3O
     print(f"| held-out set (samples; nothing found in; of which failures) | without the prior | packaged settings "
           f"(margin {packaged.min_margin}, {packaged.min_tokens} tokens) | plain prior, chosen | with the reader, "
-          "chosen | settings chosen on the other sets |")
-    print("|---|---|---|---|---|---|")
+          "chosen | the packaged settings and a reader chosen beside them | settings chosen on the other sets |")
+    print("|---|---|---|---|---|---|---|")
     tot: dict[str, list[int]] = {}
     for d, v in res.items():
         cells = []
-        for k in ("without", "packaged", "plain", "reader"):
+        for k in ("without", "packaged", "plain", "reader", "candidate"):
             s = v[k]
             cells.append(f"{s['correct']}; {s['benign_correct']}/{s['benign_predicted']}")
             t = tot.setdefault(k, [0, 0, 0, 0])
             for j, f in enumerate(("correct", "benign_correct", "benign_predicted", "samples")):
                 t[j] += s[f]
-        r = v["reader_settings"]
-        chosen = f"margin {v['settings']['min_margin']}, {v['settings']['min_tokens']} token(s); reader " + (
-            "none" if r is None else f"{r['min_lines']} line, margin {r['min_margin']}, headings "
-                                     f"{'count' if r['headings'] else 'do not count alone'}")
+        r, c = v["reader_settings"], v["candidate_reader"]
+        chosen = (f"margin {v['settings']['min_margin']}, {v['settings']['min_tokens']} token(s); reader "
+                  f"{_reader(r)}; beside the packaged settings {_reader(c)}")
         print(f"| {d.split('/')[-1]} ({v['without']['samples']}; {v['found_nothing']}; "
               f"{v['failures_in_found_nothing']}) | " + " | ".join(cells) + f" | {chosen} |")
     print("| **sum** | " + " | ".join(f"{c}/{n} = {c / n:.3f}; {bc}/{bp} = {bc / bp:.3f}"

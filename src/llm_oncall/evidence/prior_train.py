@@ -454,17 +454,24 @@ def text_rows(root: Path, name: str) -> list[Row]:
             for s in corpus.load(root)]
 
 
+# Round 3o's plain-prior settings, which round 3w keeps: chosen afresh the plain prior answers one-sentence look-alikes
+# (docs/evidence.md, "Round 3w").
+PLAIN_3O = prior.Settings(1.85, 3)
+
+
 def _fresh_choice(sets: dict[str, list[Row]], choose_on: Sequence[str], leave: Sequence[str],
-                  cache: dict[tuple[str, ...], prior.Model], reports: dict[str, reported.Report]
-                  ) -> tuple[prior.Settings, prior.ReaderSettings | None]:
-    """The plain prior's and the reader's settings chosen on the sets ``choose_on``, each read by a model trained
-    without it and without ``leave`` (round 3r's rules; class from the lexicon, round 3r's finding)."""
+                  cache: dict[tuple[str, ...], prior.Model], reports: dict[str, reported.Report],
+                  plain: prior.Settings | None = None) -> tuple[prior.Settings, prior.ReaderSettings | None]:
+    """The plain prior's (unless ``plain`` is given) and the reader's settings chosen on the sets ``choose_on``, each
+    read by a model trained without it and without ``leave`` (round 3r's rules; class from the lexicon, round 3r's
+    finding)."""
     readings: dict[str, prior.Reading | None] = {}
     for t in choose_on:
         model = _train_without(sets, [*leave, t], cache)
         readings.update({r.rel: prior.read(model, r.text) for r in sets[t] if r.empty})
     rows_ = [r for t in choose_on for r in sets[t]]
-    plain, _ = choose(rows_, readings)
+    if plain is None:
+        plain, _ = choose(rows_, readings)
     reader, _ = choose_reader(rows_, readings, reports, plain, "lexicon")
     return plain, reader
 
@@ -472,13 +479,16 @@ def _fresh_choice(sets: dict[str, list[Row]], choose_on: Sequence[str], leave: S
 def fresh_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.Settings) -> dict[str, Any]:
     """Each fresh set held out in turn: the model trained on the gated corpus and the other sets, the settings chosen
     on the other sets' fresh readings; the held-out set scored without the prior, with the ``packaged`` settings, with
-    the chosen plain prior and with the chosen reader. Deterministic."""
+    the chosen plain prior, with the chosen reader beside it, and with a reader chosen beside the ``packaged``
+    settings (round 3w's candidate). Deterministic."""
     sets = {**fresh, GATE_DIR: gate}
     reports = {r.rel: reported.read(r.text) for rs in fresh.values() for r in rs if r.empty}
     cache: dict[tuple[str, ...], prior.Model] = {}
     out: dict[str, Any] = {}
     for held, rs in fresh.items():
-        plain, reader = _fresh_choice(sets, [n for n in fresh if n != held], [held], cache, reports)
+        others = [n for n in fresh if n != held]
+        plain, reader = _fresh_choice(sets, others, [held], cache, reports)
+        _, beside = _fresh_choice(sets, others, [held], cache, reports, packaged)
         model = _train_without(sets, [held], cache)
         outer = {r.rel: prior.read(model, r.text) for r in rs if r.empty}
         texts = {r.rel: r.text for r in rs if r.empty}
@@ -487,19 +497,21 @@ def fresh_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.Set
             "packaged": score(rs, decisions(outer, packaged)).to_json(),
             "plain": score(rs, decisions(outer, plain)).to_json(),
             "reader": score(rs, reader_decisions(outer, reports, plain, reader, texts)).to_json(),
+            "candidate": score(rs, reader_decisions(outer, reports, packaged, beside, texts)).to_json(),
             "found_nothing": sum(r.empty for r in rs),
             "failures_in_found_nothing": sum(r.empty and r.expected != prior.BENIGN for r in rs),
             "settings": {"min_margin": plain.min_margin, "min_tokens": plain.min_tokens},
-            "reader_settings": None if reader is None else dataclasses.asdict(reader)}
+            "reader_settings": None if reader is None else dataclasses.asdict(reader),
+            "candidate_reader": None if beside is None else dataclasses.asdict(beside)}
     return out
 
 
-def fresh_candidate(fresh: dict[str, list[Row]], gate: list[Row]
+def fresh_candidate(fresh: dict[str, list[Row]], gate: list[Row], plain: prior.Settings | None = PLAIN_3O
                     ) -> tuple[prior.Model, prior.Settings, prior.ReaderSettings | None]:
-    """The fallback chosen on every fresh set's out-of-set readings, its model trained on the gated corpus and every
-    fresh set: round 3w's candidate."""
+    """Round 3w's candidate: round 3o's plain settings (``plain``; None: chosen too) and the reader chosen on every
+    fresh set's out-of-set readings, the model trained on the gated corpus and every fresh set."""
     sets = {**fresh, GATE_DIR: gate}
     reports = {r.rel: reported.read(r.text) for rs in fresh.values() for r in rs if r.empty}
     cache: dict[tuple[str, ...], prior.Model] = {}
-    plain, reader = _fresh_choice(sets, list(fresh), [], cache, reports)
+    plain, reader = _fresh_choice(sets, list(fresh), [], cache, reports, plain)
     return _train_without(sets, [], cache), plain, reader
