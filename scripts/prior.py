@@ -15,6 +15,7 @@ with and without it, check the packaged model is current.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -129,7 +130,7 @@ def fresh_readings() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             archive = subprocess.run(["git", "archive", "--format=tar", commit, "src"], cwd=ROOT,
                                      capture_output=True, check=True).stdout
-            with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                 tar.extractall(tmp, filter="data")
             env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "src")}
             res = subprocess.run([sys.executable, "-c", _OLD_READER, str(d)], cwd=tmp, env=env,
