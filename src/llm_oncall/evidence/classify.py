@@ -147,7 +147,8 @@ def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding |
 
 
 # the catalogue's readings of an error's name; a sentence of a fix or a feature names them without an event
-_MENTION_PARSERS = frozenset({"signatures", "xid"})
+# the vLLM start-up parser's failure too: a fix PR's problem section quotes "Engine core initialization failed"
+_MENTION_PARSERS = frozenset({"signatures", "xid", "vllm_startup"})
 # a bad output told in prose (the catalogue's bad_output_reported) is demoted like any mention; the outputs
 # parser's readings of a shown output are not among _MENTION_PARSERS
 _NOT_DEMOTED = frozenset({"benign", "unknown"})

@@ -261,7 +261,7 @@ def code_rows(text: str) -> frozenset[int]:
 # fixes (a CI log, the error it removes), not a new event.
 _PROBLEM_HEADING = re.compile(
     r"^\s{0,3}#{1,4}\s{0,3}(?:Problem|The problem|Problem statement|Issue|Bug|Root cause|Motivation|Background|"
-    r"Before|Symptoms?|Error)\s*:?\s*$", re.IGNORECASE)
+    r"Before|Symptoms?|Error|Why)\s*:?\s*$", re.IGNORECASE)
 _FIX_HEADING = re.compile(
     r"^\s{0,3}#{1,4}\s{0,3}(?:Fix|The fix|Solution|Proposed (?:fix|solution|change)s?|Changes|Modifications|"
     r"What changed|What this PR does|Implementation|Approach)\s*:?\s*$", re.IGNORECASE | re.MULTILINE)

@@ -17,6 +17,8 @@ Readings, per engine (stream) over its latest lines:
 - stalled: requests running but zero tokens generated (and no prefill) over STALL_LINES consecutive lines.
 - not admitting: requests waiting, none running and the KV cache empty over STALL_LINES consecutive lines (an
   engine hung while idle: its scheduler has room and takes nothing).
+- corrupted outputs: vLLM V1 with VLLM_COMPUTE_NANS_IN_LOGITS appends "Corrupted: %d reqs", the requests whose
+  logits held NaNs in the interval; any above zero means outputs were computed from NaNs (bad output).
 - otherwise healthy: a benign reading of the stats.
 """
 
@@ -55,6 +57,7 @@ _VLLM_KEYS = {
     "cpu kv cache usage": "cpu_kv_usage",
     "prefix cache hit rate": "prefix_hit_rate",
     "gpu": "prefix_hit_rate",
+    "corrupted": "corrupted",
 }
 _SGL_KEYS = {
     "#running-req": "running",
@@ -192,6 +195,13 @@ def parse(text: str, name: str) -> Finding | None:
         "max_kv_usage": round(max(st.get("kv_usage", 0.0) for _, st in rows), 4),
         "preemptions": max((st.get("preemptions", 0.0) for _, st in rows), default=0.0) or None,
     })
+    corrupted = [i for i, st in rows if st.get("corrupted", 0.0) > 0]
+    if corrupted:
+        facts["corrupted_reqs"] = max(st.get("corrupted", 0.0) for _, st in rows)
+        facts["reading"] = ("vLLM counted requests whose logits held NaNs (\"Corrupted: N reqs\"): their outputs "
+                            "were sampled from NaNs")
+        return Finding(name, "vllm_stats_corrupted", False, "bad-model-rollout", 0.6, facts,
+                       line_numbers(corrupted[:5]), "stats", severity="error", category="bad-output")
     for s in streams.values():
         tail = s.rows[-STALL_LINES:]
         for held, what, reading in _STALLS:
