@@ -2,7 +2,7 @@
 gated corpus and the labelled held-out sets: prior_train.TRAINING_DIRS), cross-validate it, measure a held-out set
 with and without it, check the packaged model is current.
 
-  PYTHONPATH=src python scripts/prior.py train [DIR…]    # cross-validate, choose settings, write catalog/prior.json
+  PYTHONPATH=src python scripts/prior.py train          # round 3w: write catalog/prior.json (TRAINING_DIRS)
   PYTHONPATH=src python scripts/prior.py cv [DIR…]       # the cross-validated figures only
   PYTHONPATH=src python scripts/prior.py eval DIR [DIR…]  # held-out sets, without and with the fallback
   PYTHONPATH=src python scripts/prior.py check            # exit 1 when catalog/prior.json is stale
@@ -205,18 +205,19 @@ def main(argv: list[str]) -> int:
         _cv(_dirs(argv[1:]))
         return 0
     if cmd == "train":
+        if argv[1:]:
+            print("train takes no directories: the packaged model is trained on prior_train.TRAINING_DIRS",
+                  file=sys.stderr)
+            return 2
         try:
-            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                    check=True).stdout.strip()
+            commit = _git("rev-parse", "HEAD")
         except (OSError, subprocess.CalledProcessError):
             commit = None
-        dirs = _dirs(argv[1:])
-        built, _ = prior_train.build(prior_train.training_roots(ROOT, dirs), commit=commit, names=dirs,
-                                     adopted=prior.ADOPTED)
+        built = prior_train.build_fresh(ROOT, commit=commit, adopted=prior.ADOPTED)
         prior.MODEL_PATH.write_text(json.dumps(built.to_json(), separators=(",", ":"), sort_keys=True) + "\n",
                                     encoding="utf-8")
         print(f"wrote {prior.MODEL_PATH.relative_to(ROOT)}: {built.meta['tokens']} tokens, "
-              f"{built.meta['samples']} samples, settings {built.meta['settings']}")
+              f"{built.meta['samples']} samples, settings {built.meta['settings']}, reader {built.meta['reader']}")
         return 0
     if cmd in ("eval", "reader-eval"):
         return _evaluate(argv[1:], prior.READER_MEASURED if cmd == "reader-eval" else None)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from llm_oncall.evidence import prior, prior_train
+from llm_oncall.evidence.classify import classify_text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,3 +77,24 @@ def test_fresh_regime_leave_one_set_out_is_reproduced() -> None:
     _, plain, reader = prior_train.fresh_candidate(fresh, gate)
     assert plain == prior_train.PLAIN_3O == prior.Settings(1.85, 3)
     assert reader == prior.ReaderSettings(1, 0.0, "lexicon", True)
+
+
+# One-line look-alikes of earlier rounds' rule tests (3j, 3l, 3m, 3u): the catalogue stays quiet on each (those tests),
+# and the word-level fallback trained on more sets answers some of them; what it says is bounded: a warning at the
+# fallback's confidence, never an error or a confident reading (docs/evidence.md, "Round 3w": the adoption's cost).
+ONE_LINE_LOOK_ALIKES = [
+    "If the peer dies the scheduler will hang until the watchdog fires.\n",
+    "except ray.exceptions.RaySystemError:\n    retry()\n",
+    "Without a penalty a small model could repeat the same sentence until max_tokens.\n",
+    "日志输出中文乱码，Windows 控制台编码问题\n",
+    'time=2025-03-01T10:00:00.000Z level=WARN source=gpu.go:605 msg="unknown error initializing cuda driver library '
+    '/usr/lib/libcuda.so.575.64.03: cuda driver library init failure: 999."\n',
+]
+
+
+@pytest.mark.parametrize("text", ONE_LINE_LOOK_ALIKES)
+def test_the_fallback_on_one_line_look_alikes_is_at_most_a_low_warning(text: str) -> None:
+    f = classify_text(text, "issue.md")
+    if f.parser == "prior":
+        assert f.severity == "warning" and f.confidence <= 0.3, (f.kind, f.category)
+    assert classify_text(text, "issue.md", word_prior=False).parser != "prior"

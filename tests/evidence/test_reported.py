@@ -1,7 +1,8 @@
 """Round 3r: the failure-report reader (evidence/reported.py, catalog/failure_report.yaml) and its leave-one-set-out
 measurement (prior_train.leave_one_set_out, ``scripts/prior.py loso``; docs/evidence.md, "Round 3r").
 
-The reader was measured and not adopted: no fallback uses it by default, so classification is unchanged."""
+Round 3r measured the reader and did not adopt it; round 3w adopted it with settings chosen in the fresh regime
+(docs/evidence.md, "Round 3w")."""
 
 from __future__ import annotations
 
@@ -108,16 +109,19 @@ def test_class_cues_pick_the_failure_the_report_names() -> None:
     assert reported.cue_class(oom, reported.read(oom), ("hang",)) == "other-failure"
 
 
-def test_not_adopted_the_default_fallback_has_no_reader() -> None:
+def test_adopted_in_round_3w_the_default_fallback_reads_reports() -> None:
+    """Round 3r measured the reader and did not adopt it; round 3w chose its settings in the fresh regime and adopted
+    it on the 3y check set (docs/evidence.md, "Round 3w"): a document's fallback reads a failure told in prose."""
     fb = prior.packaged()
-    assert fb is not None and fb.reader is None
+    assert fb is not None and fb.reader == prior.ReaderSettings(1, 0.0, "lexicon", True)
     text = "Since the update the vllm worker froze twice today under load; the gpu utilization drops to zero.\n"
-    assert classify_text(text, "r.txt").kind == "unknown"
-    # the wiring, with a margin floor low enough for a one-line text
-    with_reader = prior.Fallback(fb.model, fb.settings, prior.ReaderSettings(1, -99.0, "lexicon", False))
-    assert classify_text(text, "r.txt", word_prior=with_reader, stream=True).kind == "unknown"
-    f = classify_text(text, "r.txt", word_prior=with_reader)
-    assert (f.kind, f.category, f.lines) == ("failure_reported", "hang", (1,))
+    f = classify_text(text, "r.txt")
+    assert (f.kind, f.category, f.lines, f.confidence) == ("failure_reported", "hang", (1,), 0.3)
+    # never for a stream, never with the prior off
+    assert classify_text(text, "r.txt", stream=True).kind == "unknown"
+    assert classify_text(text, "r.txt", word_prior=False).kind == "unknown"
+    # a condition is no report
+    assert classify_text("If the worker froze under load, restart it.\n", "r.txt").kind != "failure_reported"
 
 
 # The leave-one-set-out figures docs/evidence.md reports ("Round 3r"): per held-out set, samples right and benign

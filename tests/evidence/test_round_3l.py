@@ -14,6 +14,7 @@ look-alike. The signatures' own must-match / must-not-match examples run in test
 from __future__ import annotations
 
 import pytest
+from tests.evidence.rounds import catalogue_category
 
 from llm_oncall.evidence import paste
 from llm_oncall.evidence.classify import classify_text
@@ -226,7 +227,7 @@ def test_chinese_garbled_samples_are_bad_output() -> None:
 
 
 def test_chinese_garbled_console_is_not() -> None:
-    assert _cat("日志输出中文乱码，Windows 控制台编码问题\n") != "bad-output"
+    assert catalogue_category("日志输出中文乱码，Windows 控制台编码问题\n") != "bad-output"
 
 
 # ---- look-alikes ------------------------------------------------------------------------------------------------

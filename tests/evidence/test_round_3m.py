@@ -12,6 +12,7 @@ Each rule has a look-alike. The signatures' own must-match / must-not-match exam
 from __future__ import annotations
 
 import pytest
+from tests.evidence.rounds import catalogue_category
 from tests.evidence.rounds import category as _cat
 from tests.evidence.rounds import quiet as _quiet
 
@@ -242,7 +243,7 @@ def test_degenerate_output_in_prose_is_bad_output(text: str) -> None:
     "Without a penalty a small model could repeat the same sentence until max_tokens.\n",
 ])
 def test_degenerate_output_fix_or_hypothesis_is_not(text: str) -> None:
-    assert _cat(text) != "bad-output"
+    assert catalogue_category(text) != "bad-output"
 
 
 # ---- change documents and reference pages ----------------------------------------------------------------------

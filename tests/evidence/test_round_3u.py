@@ -17,6 +17,7 @@ look-alike. The signatures' own must-match / must-not-match examples run in test
 
 from __future__ import annotations
 
+from tests.evidence.rounds import catalogue_category
 from tests.evidence.rounds import category as _cat
 from tests.evidence.rounds import quiet as _quiet
 
@@ -64,7 +65,7 @@ def test_ollama_cuinit_802_is_the_fabric_manager() -> None:
 def test_ollama_init_failure_999_is_not_the_fabric_manager() -> None:
     text = ('time=2025-03-01T10:00:00.000Z level=WARN source=gpu.go:605 msg="unknown error initializing cuda driver '
             'library /usr/lib/libcuda.so.575.64.03: cuda driver library init failure: 999."\n')
-    assert _cat(text, "ollama.log") != "nvlink"
+    assert catalogue_category(text, "ollama.log") != "nvlink"
 
 
 # ---- bad outputs ------------------------------------------------------------------------------------------------

@@ -270,6 +270,17 @@ def default_settings(model: Model | None = None) -> Settings | None:
     return Settings(float(s["min_margin"]), int(s["min_tokens"]), float(s.get("confidence", 0.3)))
 
 
+def default_reader(model: Model | None = None) -> ReaderSettings | None:
+    """The failure-report reader's settings recorded in the model file (``meta.reader``; round 3w), None when it
+    records none (the plain prior alone)."""
+    m = model or default_model()
+    r = (m.meta.get("reader") if m else None) or None
+    if not isinstance(r, dict):
+        return None
+    return ReaderSettings(int(r["min_lines"]), float(r["min_margin"]), str(r.get("classes", "lexicon")),
+                          bool(r.get("headings", True)))
+
+
 # Whether the fallback is on by default for documents (files, bundles, pastes): adopted in round 3o
 # (docs/evidence.md, "Round 3o"; round 3k had not). The model file records it (``meta.adopted``).
 ADOPTED = True
@@ -281,7 +292,7 @@ class Fallback:
 
     model: Model
     settings: Settings
-    reader: ReaderSettings | None = None  # the failure-report reader beside the prior (round 3r: measured, not adopted)
+    reader: ReaderSettings | None = None  # the failure-report reader beside the prior (round 3w: the model records it)
 
     def answer(self, text: str, name: str) -> Finding | None:
         """The prior's finding, or None; never raises (the fallback must never cost the file its reading)."""
@@ -293,14 +304,15 @@ class Fallback:
 
 @lru_cache(maxsize=1)
 def packaged() -> Fallback | None:
-    """The packaged model with the settings it records, or None when there is none or they cannot be read (a
-    damaged model file turns the fallback off; it must never cost a document its reading)."""
+    """The packaged model with the settings (and the reader's) it records, or None when there is none or they cannot
+    be read (a damaged model file turns the fallback off; it must never cost a document its reading)."""
     m = default_model()
     try:
         s = default_settings(m) if m else None
+        r = default_reader(m) if m else None
     except (KeyError, ValueError, TypeError):
         return None
-    return Fallback(m, s) if m is not None and s is not None else None
+    return Fallback(m, s, r) if m is not None and s is not None else None
 
 
 def resolve(use: Fallback | bool | None, stream: bool = False) -> Fallback | None:
@@ -315,7 +327,8 @@ def resolve(use: Fallback | bool | None, stream: bool = False) -> Fallback | Non
 
 
 # The reader's settings round 3r chose on every labelled set's out-of-set readings (prior_train.final_reader) and
-# measured on the 3p check set; not adopted (docs/evidence.md, "Round 3r"): no Fallback uses them by default.
+# measured on the 3p check set; not adopted (docs/evidence.md, "Round 3r"). Round 3w's, chosen in the fresh regime and
+# adopted on the 3y check set, are the packaged model's (default_reader).
 READER_MEASURED = ReaderSettings(min_lines=1, min_margin=1.25, classes="lexicon", headings=False)
 
 

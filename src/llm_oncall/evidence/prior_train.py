@@ -1,9 +1,9 @@
 """Training, cross-validation and measurement of the word-level prior (prior.py) on a corpus of real samples.
 
 ``scripts/prior.py`` drives it: ``train`` writes ``catalog/prior.json`` from the training directories
-(``TRAINING_DIRS``: the gated corpus and the labelled held-out sets, docs/evidence.md "Round 3o") with the settings
-cross-validation chose; ``cv`` prints the cross-validated figures; ``eval`` measures a held-out set with and
-without the fallback; ``check`` says whether the packaged model is current with the corpus.
+(``TRAINING_DIRS``: the gated corpus and the labelled held-out sets round 3w chose on) with the settings round 3w
+chose (``build_fresh``; docs/evidence.md "Round 3w"); ``cv`` prints the cross-validated figures; ``eval`` measures
+a held-out set with and without the fallback; ``check`` says whether the packaged model is current with the corpus.
 
 Cross-validation is grouped by source thread (two samples of one thread are always in the same fold) and
 retrains the model per fold. The catalogue's own answer does not depend on the prior, so each sample is
@@ -33,9 +33,8 @@ FOLDS = 5
 MARGINS: tuple[float, ...] = tuple(round(x * 0.05, 2) for x in range(0, 81))
 MIN_TOKENS: tuple[int, ...] = (1, 3, 5, 10, 20, 40)
 MIN_BENIGN_PRECISION = 0.95
-# The training data, relative to the repository root: the gated corpus and every labelled held-out set that is not
-# the current check set (docs/evidence.md, "Round 3o"). The model's corpus_sha256 covers all of them.
-TRAINING_DIRS: tuple[str, ...] = (
+# What round 3o trained on: the gated corpus and the labelled held-out sets of its day (docs/evidence.md, "Round 3o").
+ROUND_3O_DIRS: tuple[str, ...] = (
     "tests/evidence/real",
     "tests/evidence/holdout/fresh-2026-12b",
     "tests/evidence/holdout/fresh-2026-12c",
@@ -44,6 +43,18 @@ TRAINING_DIRS: tuple[str, ...] = (
     "tests/evidence/holdout/fresh-2026-12k-check",
     "tests/evidence/holdout/fresh-2026-12m-check",
 )
+# The labelled sets of round 3r's leave-one-set-out: round 3o's and 3n's check set.
+LOSO_DIRS: tuple[str, ...] = (*ROUND_3O_DIRS, "tests/evidence/holdout/fresh-2026-12n-check")
+GATE_DIR = "tests/evidence/real"
+# The sets round 3w chose on: every labelled held-out set whose round was over (3w's, 3x's and 3y's check sets,
+# which measured the choice, are never among them).
+FRESH_DIRS: tuple[str, ...] = (*LOSO_DIRS[1:], "tests/evidence/holdout/fresh-2026-12p-check",
+                               "tests/evidence/holdout/fresh-2026-12q-check",
+                               "tests/evidence/holdout/fresh-2026-12t-check",
+                               "tests/evidence/holdout/fresh-2026-12v-check")
+# The packaged model's training data, relative to the repository root: the gated corpus and the sets round 3w chose on
+# (docs/evidence.md, "Round 3w"). Its corpus_sha256 covers all of them.
+TRAINING_DIRS: tuple[str, ...] = (GATE_DIR, *FRESH_DIRS)
 
 
 def training_roots(repo: Path, dirs: Sequence[str] = TRAINING_DIRS) -> list[Path]:
@@ -219,25 +230,6 @@ def cross_validate(rs: Sequence[Row]) -> dict[str, Any]:
             "answers": {r.rel: (r.expected, answers.get(r.rel)) for r in rs if r.empty and answers.get(r.rel)}}
 
 
-def build(roots: Path | Sequence[Path], commit: str | None = None, today: dt.date | None = None,
-          names: Sequence[str] | None = None, adopted: bool = False) -> tuple[prior.Model, dict[str, Any]]:
-    """Cross-validate on ``roots``, choose the settings, train on all of them; the model records its provenance
-    (``names``: the directories as the repository names them) and the settings in ``meta``."""
-    rs = rows(roots)
-    cv = cross_validate(rs)
-    s: prior.Settings = cv["settings"]
-    meta = {"corpus": list(names) if names is not None else [str(r) for r in _roots(roots)[0]],
-            "corpus_sha256": corpus_sha256(rs), "commit": commit,
-            "trained": (today or dt.date.today()).isoformat(),
-            "settings": {"min_margin": s.min_margin, "min_tokens": s.min_tokens, "confidence": s.confidence},
-            "cv": {"folds": FOLDS, "grouped_by": "source thread", "without": cv["without"], "with": cv["with"],
-                   "benign_precision_bound": round(cv["bound"], 4),
-                   "by_part": {k or ".": {"without": v["without"], "with": v["with"]}
-                               for k, v in cv["by_part"].items()}},
-            "adopted": adopted}
-    return train_rows(rs, meta), cv
-
-
 def evaluate(root: Path, model: prior.Model, settings: prior.Settings,
              reader: prior.ReaderSettings | None = None) -> dict[str, Any]:
     """A set's figures without and with the fallback (the model is not retrained; ``reader``: with the failure-report
@@ -253,9 +245,6 @@ def evaluate(root: Path, model: prior.Model, settings: prior.Settings,
 
 # ---- Round 3r: the failure-report reader, measured leave-one-set-out (docs/evidence.md, "Round 3r") ----
 
-# The labelled sets, each held out in turn: the gated corpus and every labelled held-out set whose round is over
-# (fresh-2026-12p-check is the unseen check set of round 3r and is never among them).
-LOSO_DIRS: tuple[str, ...] = (*TRAINING_DIRS, "tests/evidence/holdout/fresh-2026-12n-check")
 READER_MIN_LINES: tuple[int, ...] = (1, 2, 3)
 READER_MARGINS: tuple[float, ...] = (-99.0, -1.0, -0.5, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 READER_HEADINGS: tuple[bool, ...] = (True, False)
@@ -413,12 +402,6 @@ def final_reader(sets: dict[str, list[Row]], plain: prior.Settings) -> dict[str,
 # Each labelled held-out set as the catalogue read it the day the set was committed, before any rule was written from
 # it: written by ``scripts/prior.py fresh-readings`` from the repository's history.
 FRESH_READINGS = "tests/evidence/holdout/fresh_readings.json"
-GATE_DIR = "tests/evidence/real"
-# The sets round 3w chose on: every labelled held-out set whose round is over (3w's own check set is never among them).
-FRESH_DIRS: tuple[str, ...] = (*LOSO_DIRS[1:], "tests/evidence/holdout/fresh-2026-12p-check",
-                               "tests/evidence/holdout/fresh-2026-12q-check",
-                               "tests/evidence/holdout/fresh-2026-12t-check",
-                               "tests/evidence/holdout/fresh-2026-12v-check")
 
 
 class FreshReadingsError(ValueError):
@@ -515,3 +498,21 @@ def fresh_candidate(fresh: dict[str, list[Row]], gate: list[Row], plain: prior.S
     cache: dict[tuple[str, ...], prior.Model] = {}
     plain, reader = _fresh_choice(sets, list(fresh), [], cache, reports, plain)
     return _train_without(sets, [], cache), plain, reader
+
+
+def build_fresh(repo: Path, commit: str | None = None, today: dt.date | None = None,
+                adopted: bool = False) -> prior.Model:
+    """The packaged fallback (round 3w): round 3o's plain settings and the reader chosen on every fresh set's
+    out-of-set readings, the model trained on ``TRAINING_DIRS``; the model records both and its provenance in
+    ``meta``."""
+    _, plain, reader = fresh_candidate(fresh_sets(repo), text_rows(repo / GATE_DIR, GATE_DIR))
+    items = training_set(training_roots(repo))
+    meta = {"corpus": list(TRAINING_DIRS), "corpus_sha256": training_sha256(items), "commit": commit,
+            "trained": (today or dt.date.today()).isoformat(),
+            "settings": {"min_margin": plain.min_margin, "min_tokens": plain.min_tokens,
+                         "confidence": plain.confidence},
+            "reader": None if reader is None else dataclasses.asdict(reader),
+            "chosen": "round 3w: the reader chosen leave-one-set-out on each held-out set as the catalogue read it "
+                      f"when it was fresh ({FRESH_READINGS}); adopted on the 3y check set (docs/evidence.md)",
+            "adopted": adopted}
+    return prior.train([(text, cls) for _, cls, text in items], meta=meta)
