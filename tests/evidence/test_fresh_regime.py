@@ -74,7 +74,7 @@ def test_fresh_regime_leave_one_set_out_is_reproduced() -> None:
     # the candidate against the packaged settings, per set: up on nine, down on none
     gain = [v["candidate"]["correct"] - v["packaged"]["correct"] for v in res.values()]
     assert gain == [1, 0, 1, 8, 0, 3, 6, 6, 3, 1, 2]
-    _, plain, reader = prior_train.fresh_candidate(fresh, gate)
+    plain, reader = prior_train.fresh_settings(fresh, gate)
     assert plain == prior_train.PLAIN_3O == prior.Settings(1.85, 3)
     assert reader == prior.ReaderSettings(1, 0.0, "lexicon", True)
 

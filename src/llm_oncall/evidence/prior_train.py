@@ -33,9 +33,10 @@ FOLDS = 5
 MARGINS: tuple[float, ...] = tuple(round(x * 0.05, 2) for x in range(0, 81))
 MIN_TOKENS: tuple[int, ...] = (1, 3, 5, 10, 20, 40)
 MIN_BENIGN_PRECISION = 0.95
+GATE_DIR = "tests/evidence/real"
 # What round 3o trained on: the gated corpus and the labelled held-out sets of its day (docs/evidence.md, "Round 3o").
 ROUND_3O_DIRS: tuple[str, ...] = (
-    "tests/evidence/real",
+    GATE_DIR,
     "tests/evidence/holdout/fresh-2026-12b",
     "tests/evidence/holdout/fresh-2026-12c",
     "tests/evidence/holdout/fresh-2026-12h-check",
@@ -45,7 +46,6 @@ ROUND_3O_DIRS: tuple[str, ...] = (
 )
 # The labelled sets of round 3r's leave-one-set-out: round 3o's and 3n's check set.
 LOSO_DIRS: tuple[str, ...] = (*ROUND_3O_DIRS, "tests/evidence/holdout/fresh-2026-12n-check")
-GATE_DIR = "tests/evidence/real"
 # The sets round 3w chose on: every labelled held-out set whose round was over (3w's, 3x's and 3y's check sets,
 # which measured the choice, are never among them).
 FRESH_DIRS: tuple[str, ...] = (*LOSO_DIRS[1:], "tests/evidence/holdout/fresh-2026-12p-check",
@@ -256,6 +256,11 @@ def loso_sets(repo: Path, dirs: Sequence[str] = LOSO_DIRS) -> dict[str, list[Row
     return {d: [dataclasses.replace(r, rel=f"{d}/{r.rel}", part=d) for r in rows(repo / d)] for d in dirs}
 
 
+def empty_reports(sets: dict[str, list[Row]]) -> dict[str, reported.Report]:
+    """The failure-report reader's reading of every sample the catalogue found nothing in (the fallback's input)."""
+    return {r.rel: reported.read(r.text) for rs in sets.values() for r in rs if r.empty}
+
+
 def reader_decisions(readings: dict[str, prior.Reading | None], reports: dict[str, reported.Report],
                      plain: prior.Settings, reader: prior.ReaderSettings | None,
                      texts: dict[str, str] | None = None) -> dict[str, str | None]:
@@ -343,7 +348,7 @@ def leave_one_set_out(sets: dict[str, list[Row]]) -> dict[str, Any]:
     trained on the other sets; the held-out set's figures without the prior, with the plain prior (before) and with
     the reader (after). Deterministic."""
     names = list(sets)
-    reports = {r.rel: reported.read(r.text) for rs in sets.values() for r in rs if r.empty}
+    reports = empty_reports(sets)
     acc = class_accuracy(sets)
     cache: dict[tuple[str, ...], prior.Model] = {}
 
@@ -383,7 +388,7 @@ def leave_one_set_out(sets: dict[str, list[Row]]) -> dict[str, Any]:
 def final_reader(sets: dict[str, list[Row]], plain: prior.Settings) -> dict[str, Any]:
     """The reader's settings chosen on every set's out-of-set readings (each set read by a model trained without it),
     beside the packaged prior's settings ``plain``: what a check set is measured with."""
-    reports = {r.rel: reported.read(r.text) for rs in sets.values() for r in rs if r.empty}
+    reports = empty_reports(sets)
     cache: dict[tuple[str, ...], prior.Model] = {}
     readings: dict[str, prior.Reading | None] = {}
     for held, rs in sets.items():
@@ -442,17 +447,21 @@ def text_rows(root: Path, name: str) -> list[Row]:
 PLAIN_3O = prior.Settings(1.85, 3)
 
 
-def _fresh_choice(sets: dict[str, list[Row]], choose_on: Sequence[str], leave: Sequence[str],
-                  cache: dict[tuple[str, ...], prior.Model], reports: dict[str, reported.Report],
-                  plain: prior.Settings | None = None) -> tuple[prior.Settings, prior.ReaderSettings | None]:
-    """The plain prior's (unless ``plain`` is given) and the reader's settings chosen on the sets ``choose_on``, each
-    read by a model trained without it and without ``leave`` (round 3r's rules; class from the lexicon, round 3r's
-    finding)."""
+def _fresh_readings(sets: dict[str, list[Row]], choose_on: Sequence[str], leave: Sequence[str],
+                    cache: dict[tuple[str, ...], prior.Model]) -> dict[str, prior.Reading | None]:
+    """Each empty sample of the sets ``choose_on`` read by a model trained without its set and without ``leave``."""
     readings: dict[str, prior.Reading | None] = {}
     for t in choose_on:
         model = _train_without(sets, [*leave, t], cache)
         readings.update({r.rel: prior.read(model, r.text) for r in sets[t] if r.empty})
-    rows_ = [r for t in choose_on for r in sets[t]]
+    return readings
+
+
+def _fresh_choice(rows_: Sequence[Row], readings: dict[str, prior.Reading | None],
+                  reports: dict[str, reported.Report], plain: prior.Settings | None = None
+                  ) -> tuple[prior.Settings, prior.ReaderSettings | None]:
+    """The plain prior's (unless ``plain`` is given) and the reader's settings chosen on ``rows_`` and their
+    out-of-set ``readings`` (round 3r's rules; class from the lexicon, round 3r's finding)."""
     if plain is None:
         plain, _ = choose(rows_, readings)
     reader, _ = choose_reader(rows_, readings, reports, plain, "lexicon")
@@ -465,13 +474,15 @@ def fresh_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.Set
     the chosen plain prior, with the chosen reader beside it, and with a reader chosen beside the ``packaged``
     settings (round 3w's candidate). Deterministic."""
     sets = {**fresh, GATE_DIR: gate}
-    reports = {r.rel: reported.read(r.text) for rs in fresh.values() for r in rs if r.empty}
+    reports = empty_reports(fresh)
     cache: dict[tuple[str, ...], prior.Model] = {}
     out: dict[str, Any] = {}
     for held, rs in fresh.items():
         others = [n for n in fresh if n != held]
-        plain, reader = _fresh_choice(sets, others, [held], cache, reports)
-        _, beside = _fresh_choice(sets, others, [held], cache, reports, packaged)
+        inner_rows = [r for n in others for r in fresh[n]]
+        inner = _fresh_readings(sets, others, [held], cache)
+        plain, reader = _fresh_choice(inner_rows, inner, reports)
+        _, beside = _fresh_choice(inner_rows, inner, reports, packaged)
         model = _train_without(sets, [held], cache)
         outer = {r.rel: prior.read(model, r.text) for r in rs if r.empty}
         texts = {r.rel: r.text for r in rs if r.empty}
@@ -489,15 +500,22 @@ def fresh_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.Set
     return out
 
 
+def fresh_settings(fresh: dict[str, list[Row]], gate: list[Row], plain: prior.Settings | None = PLAIN_3O,
+                   cache: dict[tuple[str, ...], prior.Model] | None = None
+                   ) -> tuple[prior.Settings, prior.ReaderSettings | None]:
+    """Round 3w's choice: round 3o's plain settings (``plain``; None: chosen too) and the reader chosen on every fresh
+    set's out-of-set readings (each read by a model trained on the gated corpus and the other sets)."""
+    sets = {**fresh, GATE_DIR: gate}
+    readings = _fresh_readings(sets, list(fresh), [], {} if cache is None else cache)
+    return _fresh_choice([r for rs in fresh.values() for r in rs], readings, empty_reports(fresh), plain)
+
+
 def fresh_candidate(fresh: dict[str, list[Row]], gate: list[Row], plain: prior.Settings | None = PLAIN_3O
                     ) -> tuple[prior.Model, prior.Settings, prior.ReaderSettings | None]:
-    """Round 3w's candidate: round 3o's plain settings (``plain``; None: chosen too) and the reader chosen on every
-    fresh set's out-of-set readings, the model trained on the gated corpus and every fresh set."""
-    sets = {**fresh, GATE_DIR: gate}
-    reports = {r.rel: reported.read(r.text) for rs in fresh.values() for r in rs if r.empty}
+    """Round 3w's candidate: ``fresh_settings``, and the model trained on the gated corpus and every fresh set."""
     cache: dict[tuple[str, ...], prior.Model] = {}
-    plain, reader = _fresh_choice(sets, list(fresh), [], cache, reports, plain)
-    return _train_without(sets, [], cache), plain, reader
+    chosen, reader = fresh_settings(fresh, gate, plain, cache)
+    return _train_without({**fresh, GATE_DIR: gate}, [], cache), chosen, reader
 
 
 def build_fresh(repo: Path, commit: str | None = None, today: dt.date | None = None,
@@ -505,7 +523,7 @@ def build_fresh(repo: Path, commit: str | None = None, today: dt.date | None = N
     """The packaged fallback (round 3w): round 3o's plain settings and the reader chosen on every fresh set's
     out-of-set readings, the model trained on ``TRAINING_DIRS``; the model records both and its provenance in
     ``meta``."""
-    _, plain, reader = fresh_candidate(fresh_sets(repo), text_rows(repo / GATE_DIR, GATE_DIR))
+    plain, reader = fresh_settings(fresh_sets(repo), text_rows(repo / GATE_DIR, GATE_DIR))
     items = training_set(training_roots(repo))
     meta = {"corpus": list(TRAINING_DIRS), "corpus_sha256": training_sha256(items), "commit": commit,
             "trained": (today or dt.date.today()).isoformat(),
