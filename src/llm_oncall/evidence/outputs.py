@@ -539,8 +539,14 @@ _MARKERS = ("NVRM", "NVIDIA-SMI", "Traceback", "NCCL", "DCGM", "Thread 0x", "nvi
             "Message from syslogd@", "[Hardware Error]: ")
 
 
+# A raised exception named by its module path at the start of a line ("torch.distributed.elastic.multiprocessing.
+# errors.ChildFailedError:", "vllm.v1.engine.exceptions.EngineDeadError: ..."): what prints it is a process, and the
+# rules and record rows of the report around it (torchrun's "=====" banner) are its format, not a model's answer.
+_RAISED = re.compile(r"^\s{0,4}(?:[a-z_]\w{0,40}\.){1,12}[A-Z]\w{0,60}(?:Error|Exception|Failure)\b:?", re.M)
+
+
 def _plain_sample(text: str) -> Sample | None:
-    if len(text) > 64 * 1024 or any(m in text for m in _MARKERS):
+    if len(text) > 64 * 1024 or any(m in text for m in _MARKERS) or _RAISED.search(text):
         return None
     lines = [ln for ln in split_lines(text) if ln.strip()]
     if not lines:
