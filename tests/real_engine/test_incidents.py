@@ -312,7 +312,7 @@ def test_engine_hang_live_and_from_capture(vllm_server: VllmServer, tmp_path: Pa
             assert "engine-hang" not in [x.incident for x in live.ticks], trace(live.ticks)
             before = len(live.ticks)
 
-            vllm_server.freeze("engine")
+            vllm_server.freeze_in_flight("engine")
             t_freeze = time.monotonic()
             for _ in range(6):
                 tick = live.tick()

@@ -629,6 +629,28 @@ class VllmServer:
             raise RuntimeError(f"nothing to freeze for target={target!r}")
         return stopped
 
+    def freeze_in_flight(self, target: Literal["engine", "worker"] = "engine", settle_s: float = 0.3,
+                         attempts: int = 10) -> list[int]:
+        """``freeze()`` at a moment the engine holds requests: a hang in flight, not an idle one.
+
+        Clients that resubmit leave a gap between one answer and the next request reaching the engine; a freeze in
+        that gap is an engine frozen idle (its last stats say 0 running, 0 waiting), which a test of the in-flight
+        hang must not count. The stats the engine published before the freeze reach the API server within
+        milliseconds: read twice, ``settle_s`` apart, they must agree and show a request; else thaw at once (the
+        freeze lasted well under a scrape interval) and try again."""
+        for _ in range(attempts):
+            pids = self.freeze(target)
+            time.sleep(settle_s)
+            first = self.scrape()
+            time.sleep(settle_s)
+            second = self.scrape()
+            held = [second.get(k, 0.0) for k in (RUNNING, WAITING)]
+            if sum(held) > 0 and held == [first.get(k, 0.0) for k in (RUNNING, WAITING)]:
+                return pids
+            self.thaw()
+            time.sleep(settle_s)
+        raise RuntimeError(f"no freeze with a request in flight in {attempts} attempts")
+
     def thaw(self) -> None:
         """SIGCONT everything ``freeze()`` stopped."""
         for p in reversed(self._frozen):
