@@ -11,10 +11,12 @@ with and without it, check the packaged model is current.
   PYTHONPATH=src python scripts/prior.py fresh-readings   # round 3w: each held-out set read as when it was committed
   PYTHONPATH=src python scripts/prior.py fresh-loso       # round 3w: the fallback chosen in that regime, per set
   PYTHONPATH=src python scripts/prior.py fresh-eval DIR…  # round 3w: a held-out set with round 3w's candidate
+  PYTHONPATH=src python scripts/prior.py over-benign-eval DIR…  # round 3z: the reader past benign-only findings
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -25,7 +27,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from llm_oncall.evidence import prior, prior_train
+from llm_oncall.evidence import corpus, prior, prior_train
+from llm_oncall.evidence.classify import classify_text, read_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,6 +202,41 @@ def fresh_eval(dirs: list[str]) -> int:
     return status
 
 
+def over_benign_eval(dirs: list[str]) -> int:
+    """Held-out sets classified with the packaged fallback and with the same fallback whose reader also answers
+    documents the catalogue found only benign lines in (round 3z's candidate, ``ReaderSettings.over_benign``)."""
+    main = prior.packaged()
+    if main is None or main.reader is None:
+        print("no packaged model with a reader: run train first", file=sys.stderr)
+        return 2
+    candidate = dataclasses.replace(main, reader=dataclasses.replace(main.reader, over_benign=True))
+    totals = {"main": [0, 0, 0, 0], "candidate": [0, 0, 0, 0]}
+    for d in dirs:
+        got: dict[str, list[str]] = {"main": [], "candidate": []}
+        samples = corpus.load(Path(d))
+        for smp in samples:
+            text = read_text(smp.path)
+            for k, fb in (("main", main), ("candidate", candidate)):
+                got[k].append(corpus.predicted(classify_text(text, str(smp.path), word_prior=fb)))
+        print(d)
+        for k in ("main", "candidate"):
+            right = sum(p == smp.expected for p, smp in zip(got[k], samples, strict=True))
+            said_benign = sum(p == "benign" for p in got[k])
+            benign_right = sum(p == "benign" == smp.expected for p, smp in zip(got[k], samples, strict=True))
+            alarms = sum(p not in ("benign", "unknown") and smp.expected == "benign"
+                         for p, smp in zip(got[k], samples, strict=True))
+            for j, v in enumerate((right, said_benign, benign_right, len(samples))):
+                totals[k][j] += v
+            print(f"  {k:9} {right}/{len(samples)}; benign precision {benign_right}/{said_benign}; "
+                  f"benign alarms {alarms}")
+        for a, b, smp in zip(got["main"], got["candidate"], samples, strict=True):
+            if a != b:
+                print(f"    {smp.expected}: {a} → {b}: {smp.path.name}")
+    for k, (right, said_benign, benign_right, n) in totals.items():
+        print(f"all {k:9} {right}/{n} = {right / n:.3f}; benign precision {benign_right}/{said_benign}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "check"
     if cmd == "cv":
@@ -236,6 +274,8 @@ def main(argv: list[str]) -> int:
         print(f"every set pooled (out of set): without {_fmt(fin['without'])}\n  plain prior {_fmt(fin['plain'])}\n"
               f"  with the reader {_fmt(fin['with'])}\n  chosen: {fin['reader']}")
         return 0
+    if cmd == "over-benign-eval":
+        return over_benign_eval(argv[1:])
     if cmd == "fresh-readings":
         return fresh_readings()
     if cmd == "fresh-loso":

@@ -6,6 +6,7 @@ Round 3r measured the reader and did not adopt it; round 3w adopted it with sett
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,53 @@ def test_leave_one_set_out_figures_are_reproduced() -> None:
     fin = prior_train.final_reader(sets, prior.Settings(1.85, 3))
     assert fin["reader"] == prior.READER_MEASURED
     assert (fin["without"]["correct"], fin["plain"]["correct"], fin["with"]["correct"]) == (1040, 1039, 1040)
+
+
+# Round 3z: the reader past benign-only findings (a candidate, off in the packaged model until a check set measures
+# it: docs/evidence.md, "Round 3z, the reader past benign lines").
+_NCCL_INFO_AND_A_REPORT = """\
+```
+node1:3704567:3705577 [0] NCCL INFO ncclCommSplit comm 0x10772970 rank 0 nranks 2 cudaDev 0 busId 7000 - Init COMPLETE
+node1:3704568:3705578 [1] NCCL INFO ncclCommSplit comm 0x226b1c70 rank 1 nranks 2 cudaDev 1 busId f000 - Init COMPLETE
+```
+
+With tp_size=2 the code hangs after printing Init COMPLETE.
+"""
+
+
+def _over_benign(on: bool) -> prior.Fallback:
+    fb = prior.packaged()
+    assert fb is not None and fb.reader is not None
+    return dataclasses.replace(fb, reader=dataclasses.replace(fb.reader, over_benign=on))
+
+
+def test_the_packaged_reader_stops_at_a_benign_finding() -> None:
+    assert prior.packaged() is not None and not prior.packaged().reads_over_benign()  # type: ignore[union-attr]
+    f = classify_text(_NCCL_INFO_AND_A_REPORT, "issue.md", word_prior=_over_benign(False))
+    assert (f.kind, f.category) == ("nccl_info", "benign")
+
+
+def test_over_benign_the_reader_hears_the_report_beside_healthy_lines() -> None:
+    f = classify_text(_NCCL_INFO_AND_A_REPORT, "issue.md", word_prior=_over_benign(True))
+    assert (f.kind, f.category) == ("failure_reported", "hang")
+    assert f.lines == (6,)
+    assert "nccl_info" in [x.kind for x in f.findings]
+
+
+def test_over_benign_only_the_reader_answers_never_the_plain_prior() -> None:
+    # the healthy log alone: no sentence reports anything, so nothing past the benign reading
+    log = _NCCL_INFO_AND_A_REPORT.split("\n\nWith")[0] + "\n"
+    assert classify_text(log, "issue.md", word_prior=_over_benign(True)).category == "benign"
+    # and a stream is never read by the fallback
+    assert classify_text(_NCCL_INFO_AND_A_REPORT, "pod.log", stream=True,
+                         word_prior=_over_benign(True)).category == "benign"
+
+
+def test_a_commands_aligned_rows_are_not_sentences() -> None:
+    q = ("    Remapped Rows\n        Correctable Error                 : 0\n"
+         "        Uncorrectable Error               : 0\n        Pending                           : No\n"
+         "        Remapping Failure Occurred        : No\n")
+    assert reported.read(q).lines == ()
+    assert reported.read("Reason:       CrashLoopBackOff\n").lines == ()
+    # a person's sentence with a colon still reads
+    assert reported.read("After an hour the server hangs: no request completes.\n").lines == (0,)

@@ -239,8 +239,9 @@ def classify_all(text: str, name: str, stream: bool = False,
         u = _unknown_errors(text, name, found)
         if u is not None:
             found.append(u if stream else _quoted_in_change(text_in, u))
-    if not found and fallback is not None:  # nothing recognised at all: the word-level prior may say a class
-        p = fallback.answer(text_in, name)
+    # nothing recognised at all: the word-level prior may say a class; only benign lines: the reader may hear a report
+    if fallback is not None and (not found or (fallback.reads_over_benign() and all(f.benign for f in found))):
+        p = fallback.answer(text_in, name, plain=not found)
         if p is not None:
             found.append(p)
     found.sort(key=strength, reverse=True)

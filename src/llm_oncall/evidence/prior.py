@@ -226,16 +226,20 @@ class ReaderSettings:
     # "cues": only a class the cues name (no cue, no answer)
     classes: str = "prior"
     headings: bool = True  # a bug template's report heading counts alone
+    # The reader also answers a document whose only findings are benign (healthy lines pasted beside a person's report
+    # that the run then hung: "it hangs after printing Init COMPLETE"): a benign line says the line is no failure, not
+    # that the report is none. The plain prior never reads past a benign finding.
+    over_benign: bool = False
 
 
 def decide_with_reader(reading: Reading | None, report: reported.Report | None, settings: Settings,
-                       reader: ReaderSettings | None, text: str = "") -> str | None:
-    """The plain prior's answer; failing that, with ``reader``, the class of a reported failure: the prior's best
-    failure class, or (``classes="lexicon"``) the class the report's cues name, ties and no cue to the prior's
-    ranking."""
-    plain = decide(reading, settings)
-    if plain is not None or reader is None or reading is None or report is None:
-        return plain
+                       reader: ReaderSettings | None, text: str = "", plain: bool = True) -> str | None:
+    """The plain prior's answer (unless ``plain`` is False); failing that, with ``reader``, the class of a reported
+    failure: the prior's best failure class, or (``classes="lexicon"``) the class the report's cues name, ties and no
+    cue to the prior's ranking."""
+    answer = decide(reading, settings) if plain else None
+    if answer is not None or reader is None or reading is None or report is None:
+        return answer
     if not report.reports(reader.min_lines, reader.headings) or reading.margin < reader.min_margin:
         return None
     if reader.classes == "prior":
@@ -278,7 +282,7 @@ def default_reader(model: Model | None = None) -> ReaderSettings | None:
     if not isinstance(r, dict):
         return None
     return ReaderSettings(int(r["min_lines"]), float(r["min_margin"]), str(r.get("classes", "lexicon")),
-                          bool(r.get("headings", True)))
+                          bool(r.get("headings", True)), bool(r.get("over_benign", False)))
 
 
 # Whether the fallback is on by default for documents (files, bundles, pastes): adopted in round 3o
@@ -294,12 +298,16 @@ class Fallback:
     settings: Settings
     reader: ReaderSettings | None = None  # the failure-report reader beside the prior (round 3w: the model records it)
 
-    def answer(self, text: str, name: str) -> Finding | None:
-        """The prior's finding, or None; never raises (the fallback must never cost the file its reading)."""
+    def answer(self, text: str, name: str, plain: bool = True) -> Finding | None:
+        """The prior's finding, or None; never raises (the fallback must never cost the file its reading).
+        ``plain`` False: only the reader's answer (a document the catalogue found benign lines in)."""
         try:
-            return finding(self.model, self.settings, text, name, self.reader)
+            return finding(self.model, self.settings, text, name, self.reader, plain)
         except Exception:
             return None
+
+    def reads_over_benign(self) -> bool:
+        return self.reader is not None and self.reader.over_benign
 
 
 @lru_cache(maxsize=1)
@@ -333,15 +341,16 @@ READER_MEASURED = ReaderSettings(min_lines=1, min_margin=1.25, classes="lexicon"
 
 
 def finding(model: Model, settings: Settings, text: str, name: str,
-            reader: ReaderSettings | None = None) -> Finding | None:
+            reader: ReaderSettings | None = None, plain: bool = True) -> Finding | None:
     """The prior's finding for a text nothing recognised, or None when it is not clearly for a failure class. With
     ``reader``, a text the failure-report reader reads as a report takes a failure class at a lower margin
-    (decide_with_reader): kind ``failure_reported``, its lines the report's."""
+    (decide_with_reader): kind ``failure_reported``, its lines the report's. ``plain`` False: the reader's answer
+    only."""
     r = read(model, text)
-    cls = decide(r, settings)
+    cls = decide(r, settings) if plain else None
     if r is not None and cls is None and reader is not None:
         report = reported.read(text)
-        cls = decide_with_reader(r, report, settings, reader, text)
+        cls = decide_with_reader(r, report, settings, reader, text, plain)
         if cls is not None:
             return Finding(name, "failure_reported", False, HINT_OF_CATEGORY[cls], settings.confidence, compact({
                 "prior_class": r.cls,
