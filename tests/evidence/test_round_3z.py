@@ -141,3 +141,130 @@ def test_start_up_and_exit_banners_of_pytorch_are_quiet() -> None:
                   "USE_HIGH_PRIORITY_STREAM: 0, SPLIT_FROM: 0, SPLIT_COLOR: 0, PG Name: 0\n", "train.log")
     assert _quiet("[W1201 05:44:13.000123456 CUDAGuardImpl.h:119] Warning: CUDA warning: driver shutting down "
                   "(function uncheckedDestroyEvent)\n", "train.log")
+
+
+# ---- round 3z, second audit: command output of the GPU node (DCGM, nvidia-smi, nccl-tests, the fabric manager) and
+# vLLM's own lines across its releases (0.4.3 to 0.11.0). Formats from DCGM's source (dcgmi/Diag.cpp,
+# dcgmlib/dcgm_errors.h, dcgmlib/src/dcgm_fields.cpp), nccl-tests' (src/common.cu, src/util.cu) and vLLM's (the
+# release's files named in each signature's source); nvidia-smi and the fabric manager from real pastes.
+
+_DIAG_4X = """\
++---------------------------+------------------------------------------------+
+| Diagnostic                | Result                                         |
++===========================+================================================+
+|-----  Deployment  --------+------------------------------------------------|
+| software                  | Fail                                           |
+|                           | GPU4: Pass                                     |
+|                           | GPU5: Fail                                     |
+| Warning: GPU5             | GPU 5 had uncorrectable memory errors and row  |
+|                           |  remapping failed. Run a field diagnostic on   |
+|                           | the GPU.                                       |
++---------------------------+------------------------------------------------+
+"""
+
+
+def test_a_dcgm_diag_is_read_by_what_its_messages_say_not_the_tests_name() -> None:
+    f = classify_text(_DIAG_4X, "dcgmi-diag.txt")
+    assert (f.kind, f.category, f.incident_hint) == ("dcgm_diag_memory_fail", "gpu-memory", "gpu-ecc")
+    down = _DIAG_4X.replace("GPU 5 had uncorrectable memory errors and row  ",
+                            "GPU 5's NvLink link 7 is currently down       ").replace(
+        " remapping failed. Run a field diagnostic on   ", " Check the cable and the switch.               ")
+    assert classify_text(down, "dcgmi-diag.txt").category == "nvlink"
+
+
+def test_a_word_dcgm_cut_at_its_45_character_cell_is_joined_again() -> None:
+    diag = ("| Diagnostic                | Result                                         |\n"
+            "| Targeted Power            | Pass - GPU: 0, 1, 3                            |\n"
+            "|                           | Fail - GPU: 2                                  |\n"
+            "| Warning                   | GPU 2 Detected clocks event due to thermal vi |\n"
+            "|                           | olation in GPU 2. Verify that the cooling on  |\n")
+    f = classify_text(diag, "dcgmi-diag.txt")
+    assert (f.kind, f.category) == ("dcgm_diag_hardware_fail", "gpu-hardware")
+    assert any("thermal violation in GPU 2" in m for m in f.facts["messages"])
+
+
+def test_dcgm_health_thermal_and_pcie_are_the_gpus_hardware_at_warning() -> None:
+    report = ("| Overall Health            | Warning                                                  |\n"
+              "| -> 5                      | Warning                                                  |\n"
+              "|       -> Thermal system   | Warning                                                  |\n"
+              "|                           | Detected clocks event due to thermal violation in GPU    |\n")
+    f = classify_text(report, "dcgmi-health.txt")
+    assert (f.category, f.incident_hint, f.severity) == ("gpu-hardware", "gpu-ecc", "warning")
+
+
+def test_dcgm_dmon_row_remap_columns() -> None:
+    dmon = ("#Entity   RRF     RRP     \nID                        \nGPU 5     0       0       \n"
+            "GPU 6     0       1       \n")
+    f = classify_text(dmon, "dmon.txt")
+    assert (f.kind, f.category, f.facts["bad_gpus"]) == ("row_remap_pending", "gpu-memory", ["6"])
+    assert _quiet(dmon.replace("GPU 6     0       1", "GPU 6     0       0"), "dmon.txt")
+
+
+def test_nvidia_smi_hardware_slowdown_now_not_its_history() -> None:
+    q = ("    Clocks Event Reasons\n        Idle                              : Not Active\n"
+         "        HW Slowdown                       : Active\n"
+         "            HW Thermal Slowdown           : Active\n"
+         "            HW Power Brake Slowdown       : Not Active\n")
+    f = classify_text(q, "nvidia-smi-q.txt")
+    assert (f.kind, f.category, f.lines) == ("gpu_hw_slowdown", "gpu-hardware", (3, 4))
+    history = ("    Clocks Event Reasons Counters\n        HW Thermal Slowdown               : 14822915 us\n"
+               "    Clocks Event Reasons\n        HW Slowdown                       : Not Active\n")
+    assert _quiet(history, "nvidia-smi-q.txt")
+
+
+def test_repeated_fabric_blocks_are_command_output_not_a_repeating_answer() -> None:
+    block = "    Fabric\n        State                             : Completed\n" \
+            "        Status                            : Success\n"
+    assert _quiet(block * 8, "nvidia-smi-q.txt")
+
+
+def test_nccl_tests_wrong_values_and_its_own_timeout() -> None:
+    wrong = ("#       size         count      type   redop    root     time   algbw   busbw  #wrong\n"
+             "  8589934592    2147483648     float     sum      -1  38100.1  225.46  394.55       4\n"
+             "# Out of bounds values : 12 FAILED\n# Avg bus bandwidth    : 187.2\n")
+    assert classify_text(wrong, "nccl-tests.txt").kind == "nccl_tests_wrong_values"
+    assert _quiet(wrong.replace("12 FAILED", "0 OK").replace("       4\n", "       0\n"), "nccl-tests.txt")
+    stuck = ("    16777216       4194304     float     sum      -1    79.42  211.24  369.67       0\n"
+             "gpu-h100-07: Test timeout (300s) common.cu:523\n .. gpu-h100-07 pid 41210: Test failure common.cu:588\n")
+    f = classify_text(stuck, "nccl-tests.txt")
+    assert (f.kind, f.category) == ("nccl_tests_timeout", "hang")
+
+
+def test_a_healthy_fabric_manager_start_is_quiet() -> None:
+    journal = ("Mar 11 08:02:14 node-3 nvidia-fabricmanager-start.sh[4711]: Detected Pre-NVL5 system\n"
+               "Mar 11 08:02:15 node-3 nv-fabricmanager[4766]: Successfully configured all the available NVSwitches "
+               "to route GPU NVLink traffic. NVLink Peer-to-Peer support will be enabled once the GPUs are "
+               "successfully registered with the NVLink fabric.\n"
+               "Mar 11 08:02:15 node-3 systemd[1]: Started NVIDIA fabric manager service.\n")
+    assert _quiet(journal, "journal.txt")
+
+
+def test_vllm_v0_lines_of_a_stuck_engine_are_a_hang() -> None:
+    assert _cat("ERROR 06-11 01:20:15 async_llm_engine.py:525] Engine iteration timed out. This should never "
+                "happen!\n", "vllm.log") == "hang"
+    assert _cat("TimeoutError: MQLLMEngine didn't reply within 10000ms\n", "vllm.log") == "hang"
+    assert _cat("vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is not running. Inspect the stacktrace "
+                "to find the original error: TimeoutError('No heartbeat received from MQLLMEngine').\n",
+                "vllm.log") == "hang"
+
+
+def test_vllm_v0_lines_of_a_dead_engine_or_worker_are_other_failures() -> None:
+    died = "ERROR 09-03 11:02:41 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid 1841 died, exit code: -9\n"
+    assert classify_text(died, "vllm.log").kind == "worker_died"
+    # the SIGTERM of a shutdown someone asked for is logged the same way
+    assert classify_text(died.replace("-9", "-15"), "vllm.log").kind != "worker_died"
+    assert classify_text("CRITICAL 08-29 08:03:01 launcher.py:82] AsyncLLMEngine has failed, terminating server "
+                         "process\n", "vllm.log").kind == "engine_dead"
+    too_long = ("WARNING 10-21 08:02:19 scheduler.py:917] Input prompt (40000 tokens) + lookahead slots (0) is too "
+                "long and exceeds the capacity of block_manager\n")
+    assert classify_text(too_long, "vllm.log").kind == "prompt_exceeds_kv_capacity"
+
+
+def test_vllms_ray_shutdown_and_a_process_prefixed_exception() -> None:
+    assert _quiet("INFO 03-01 10:00:00 ray_distributed_executor.py:105] Shutting down Ray distributed executor. If "
+                  "you see error log from logging.cc regarding SIGTERM received, please ignore because this is the "
+                  "expected termination process in Ray.\n", "vllm.log")
+    line = ("\x1b[1;36m(EngineCore_DP0 pid=402)\x1b[0;0m ValueError: CUDAGraphMode.FULL is not supported with "
+            "FlashInferMetadataBuilder backend\n")
+    f = classify_text(line, "vllm.log")
+    assert (f.category, f.benign) == ("unknown", False)

@@ -97,10 +97,12 @@ def reset_signatures() -> None:
 
 
 # Lines that say something failed, whatever wrote them. Strong: a Python exception line (also after a log
-# prefix), a traceback header, FATAL/CRITICAL, a crash of the process. Weak: an ERROR log level (also glog
-# "E1022 ..." and c10d "[E ...]"), which many programs print for routine trouble (a client that went away).
+# prefix or vLLM's process prefix "(EngineCore_DP0 pid=402) "), a traceback header, FATAL/CRITICAL, a crash of the
+# process. Weak: an ERROR log level (also glog "E1022 ..." and c10d "[E ...]"), which many programs print for routine
+# trouble (a client that went away).
 _STRONG_ERROR = re.compile(
-    r"(?:^|\]\s|:\s)\s{0,8}(?:[A-Za-z_][\w.]{0,80}\.)?[A-Z]\w{0,60}(?:Error|Exception)(?::\s|\s*$)"
+    r"(?:^|\]\s|:\s|\bpid=\d{1,9}\)\s)\s{0,8}(?:[A-Za-z_][\w.]{0,80}\.)?[A-Z]\w{0,60}(?:Error|Exception)"
+    r"(?::\s|\s*$)"
     r"|Traceback \(most recent call last\)"
     r"|(?:^|[\s\[(|])(?:FATAL|CRITICAL)(?:[\s\]:|)]|$)"
     r"|Segmentation fault|core dumped|terminate called after throwing|(?:^|\s)panic: |Fatal Python error"

@@ -33,12 +33,25 @@ FIELDS: dict[str, str] = {
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": "remap_failure",
     "DCGM_FI_DEV_ROW_REMAP_PENDING": "remap_pending",
     "DCGM_FI_DEV_XID_ERRORS": "xid",
+    # the names DCGM 4 gives fields 390-395 (dcgm_fields.h keeps the older ones above as aliases)
+    "DCGM_FI_DEV_PAGE_RETIRED_SBE_TOTAL": "retired_sbe",
+    "DCGM_FI_DEV_PAGE_RETIRED_DBE_TOTAL": "retired_dbe",
+    "DCGM_FI_DEV_PAGE_RETIRED_PENDING": "retired_pending",
+    "DCGM_FI_DEV_ROW_REMAP_UNCORRECTABLE_TOTAL": "remapped_uncorrectable",
+    "DCGM_FI_DEV_ROW_REMAP_CORRECTABLE_TOTAL": "remapped_correctable",
+    "DCGM_FI_DEV_ROW_REMAP_FAILED": "remap_failure",
 }
 DMON_TAGS: dict[str, str] = {
     "EDVTL": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
     "EDATL": "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
     "ESVTL": "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
     "ESATL": "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+    "RPDBE": "DCGM_FI_DEV_RETIRED_DBE",
+    "RPPEN": "DCGM_FI_DEV_RETIRED_PENDING",
+    "URMPS": "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+    "CRMPS": "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    "RRF": "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "RRP": "DCGM_FI_DEV_ROW_REMAP_PENDING",
 }
 _NVLINK_ERR = re.compile(r"^DCGM_FI_DEV_NVLINK_(?:\w*ERROR\w*|COUNT_LINK_RECOVERY_FAILED\w*|COUNT_TX_DISCARDS\w*)$")
 _NVLINK_SKIP = re.compile(r"BER|THROUGHPUT|BANDWIDTH|SUCCESSFUL|_BYTES|_PACKETS$")

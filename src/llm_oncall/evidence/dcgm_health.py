@@ -44,9 +44,13 @@ _AREA_FROM_SUBSYSTEM = {
     "thermal": "thermal-power",
     "power": "thermal-power",
 }
-# A lost GPU is the fallen-off-the-bus path (Xid 79): gpu-ecc's hardware path, not a hang.
-_AREA_HINT = {"memory": "gpu-ecc", "nvlink": "engine-hang", "gpu-lost": "gpu-ecc"}
-_AREA_CATEGORY = {"memory": "gpu-memory", "nvlink": "nvlink", "gpu-lost": "gpu-hardware"}
+# A lost GPU is the fallen-off-the-bus path (Xid 79): gpu-ecc's hardware path, not a hang. PCIe replays and clocks
+# slowed by a thermal or power violation are the GPU's hardware too, as the diag table's PCIe and power tests say.
+_AREA_HINT = {"memory": "gpu-ecc", "nvlink": "engine-hang", "gpu-lost": "gpu-ecc", "pcie": "gpu-ecc",
+              "thermal-power": "gpu-ecc"}
+_AREA_CATEGORY = {"memory": "gpu-memory", "nvlink": "nvlink", "gpu-lost": "gpu-hardware", "pcie": "gpu-hardware",
+                  "thermal-power": "gpu-hardware"}
+_WEAK_AREAS = ("pcie", "thermal-power")  # a warning even at Failure: a GPU that runs slow, not one that fails
 _ORDER = ("memory", "gpu-lost", "nvlink", "xid", "pcie", "thermal-power", "other")
 
 
@@ -124,6 +128,8 @@ def _health(text: str, name: str) -> Finding | None:
         category = worst.category if worst.category not in ("benign", "unknown") else "other-failure"
     failure = overall == "Failure" or any(b["status"] == "Failure" for b in bad_systems)
     confidence = (0.8 if failure else 0.55) if hint else 0.45
+    if area in _WEAK_AREAS:
+        confidence, failure = 0.45, False
     facts: dict[str, object] = {
         "overall": overall,
         "area": area,
@@ -141,7 +147,7 @@ def _health(text: str, name: str) -> Finding | None:
         facts=facts,
         lines=line_numbers(evidence),
         parser="dcgm_health",
-        severity=("critical" if failure else "error") if hint else "warning",
+        severity=("critical" if failure else "error") if hint and area not in _WEAK_AREAS else "warning",
         category=category if hint else "other-failure",
     )
 
@@ -151,19 +157,27 @@ def _health(text: str, name: str) -> Finding | None:
 # message rows "| Error | GPU 3 has uncorrectable memory errors and row  |" wrapped over several rows.
 _DIAG_ROW = re.compile(r"^\|\s{0,4}(?P<test>[A-Za-z][\w /.()-]{0,40}?|)\s*\|\s{0,4}(?P<result>Pass|Fail|Warn|Skip)\b"
                        r"(?P<rest>[^|]{0,200})", re.I)
-_DIAG_MSG = re.compile(r"^\|\s{0,4}(?P<label>Warning|Error|Info|)\s*\|\s{0,4}(?P<msg>\S[^|]{0,300}?)\s*\|?\s*$")
+# The label is "Warning"/"Error"/"Info", or with DCGM 4 the GPU it is about ("Warning: GPU5"). dcgmi cuts a message
+# into cells of 45 characters with no regard for words (Diag::DisplayVerboseInfo, DATA_INFO_TAG_LEN): a full cell
+# followed by one whose text starts right after the separator is one word cut in two ("thermal vi" + "olation").
+_DIAG_MSG = re.compile(r"^\|\s{0,4}(?P<label>Warning|Error|Info|)(?::\s{0,2}GPU\s?\d{1,3})?\s*\|(?P<pad>\s{0,4})"
+                       r"(?P<msg>\S[^|]{0,300}?)\s*\|?\s*$")
+_DIAG_CELL = 45
 _DIAG_HEADER = re.compile(r"\|\s{0,4}Diagnostic\s{1,40}\|\s{0,4}Result\b")
 _DIAG_AREA = (
     (re.compile(r"memory|page retirement|row remap|ecc", re.I), "memory"),
     (re.compile(r"nvlink|nvbandwidth|nvswitch", re.I), "nvlink"),
-    (re.compile(r"diagnostic|sm stress|targeted stress|pulse|eud|memtest|hardware|software", re.I), "hardware"),
+    (re.compile(r"diagnostic|sm stress|targeted stress|targeted power|pulse|eud|memtest|hardware|software", re.I),
+     "hardware"),
     (re.compile(r"pcie", re.I), "pcie"),
 )
 # DCGM's messages when a test cannot start on the GPU: "Error using CUDA API cuCtxCreate", "Unable to create CUDA
 # context", "CUDA-capable device(s) is/are busy or unavailable"
 _DIAG_UNAVAILABLE = re.compile(r"Unable to create CUDA context|Error using CUDA API cuCtxCreate|busy or unavailable",
                                re.I)
-_DIAG_MEMORY_MSG = re.compile(r"uncorrectable|row remap|retire|double.bit|\bDBE\b|ECC", re.I)
+_DIAG_MEMORY_MSG = re.compile(r"uncorrectable|row remap|retire|double.{0,2}bit|\bDBE\b|ECC", re.I)
+# DCGM_FR_CLOCKS_EVENT_THERMAL / _POWER, DCGM_FR_THERMAL_VIOLATIONS (dcgm_errors.h): the GPU slowed its clocks
+_DIAG_THERMAL_MSG = re.compile(r"clocks event due to (?:thermal|power) violation|thermal violations totaling", re.I)
 _DIAG_KIND = {"memory": ("gpu-memory", "gpu-ecc", 0.75), "nvlink": ("nvlink", "engine-hang", 0.6),
               "hardware": ("gpu-hardware", "gpu-ecc", 0.6), "pcie": ("gpu-hardware", "gpu-ecc", 0.45)}
 
@@ -202,10 +216,13 @@ def _diag(lines: tuple[str, ...], name: str) -> Finding | None:
         if mm and (header or results):
             label = mm.group("label")
             if label:
-                messages.append([i, label, mm.group("msg")])
+                messages.append([i, label, mm.group("msg"), len(mm.group("msg"))])
             elif messages and messages[-1][0] == i - 1:
-                messages[-1][0] = i  # a wrapped cell goes on in the next row
-                messages[-1][2] = f"{messages[-1][2]} {mm.group('msg')}"
+                # a wrapped cell goes on in the next row: a full cell whose next starts at once was cut in a word
+                glue = "" if int(str(messages[-1][3])) >= _DIAG_CELL and len(mm.group("pad")) <= 1 else " "
+                messages[-1][0] = i
+                messages[-1][2] = f"{messages[-1][2]}{glue}{mm.group('msg')}"
+                messages[-1][3] = len(mm.group("msg"))
     if not results and not (header and messages):
         return None
     failed = [r for r in results if r[2] == "Fail"]
@@ -220,8 +237,14 @@ def _diag(lines: tuple[str, ...], name: str) -> Finding | None:
         return Finding(name, "dcgm_diag_pass", True, None, 0.7, facts, (), "dcgm_health", severity="info",
                        category="benign")
     areas = [next((a for rx, a in _DIAG_AREA if rx.search(r[1])), "setup") for r in failed]
-    if any(_DIAG_MEMORY_MSG.search(str(m[2])) for m in errors):
+    # what the messages of a failed run say outranks the name of the test that printed them
+    said = [str(m[2]) for m in (messages if failed else errors) if m[1] in ("Error", "Warning")]
+    if any(_DIAG_MEMORY_MSG.search(m) for m in said):
         areas.append("memory")
+    elif any(_NVLINK_DOWN_MSG.search(m) for m in said) and not _nvlink_absent(lines, messages):
+        areas.append("nvlink")
+    elif any(_DIAG_THERMAL_MSG.search(m) for m in said):
+        areas.append("hardware")
     elif "memory" in areas and not any(_DIAG_MEMORY_MSG.search(str(m[2])) for m in messages) and any(
             _DIAG_UNAVAILABLE.search(str(m[2])) for m in messages):
         # the memory test never ran: the GPU would not take a CUDA context (busy or unavailable), no memory error

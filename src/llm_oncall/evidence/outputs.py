@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from llm_oncall.evidence import paste
 from llm_oncall.evidence.model import Finding, compact, line_numbers, split_lines
 
 MAX_TEXT = 200_000
@@ -551,7 +552,8 @@ def _plain_sample(text: str) -> Sample | None:
     lines = [ln for ln in split_lines(text) if ln.strip()]
     if not lines:
         return None
-    logged = [ln.strip() for ln in lines if _LOGLIKE.match(ln) or _LEVEL.search(ln) or _LOGSHAPE.search(ln)]
+    logged = [ln.strip() for ln in lines if _LOGLIKE.match(ln) or _LEVEL.search(ln) or _LOGSHAPE.search(ln)
+              or paste.ALIGNED_ROW.match(ln)]
     if len(logged) / len(lines) >= 0.3:
         return None
     # a log line that comes back verbatim (an error printed at every retry, pasted twice in an issue) is a log's
@@ -634,8 +636,6 @@ def parse_quoted(text: str, name: str) -> Finding | None:
     """Model outputs quoted in the prose of a pasted document (the paste reader finds them: a quoted span,
     the text after an "output:" cue, a blockquote or fence that is not a log): a finding when one is
     garbage. Log and command text is never read as an output."""
-    from llm_oncall.evidence import paste
-
     bad: list[tuple[int, str, tuple[str, ...]]] = []
     quoted = paste.read(text).quoted
     vocab = words_of(text) if quoted else frozenset()

@@ -92,16 +92,11 @@ def line_reports(line: str, lex: Lexicon | None = None) -> str | None:
     return None
 
 
-# A command's aligned "key : value" row (nvidia-smi -q's "Remapping Failure Occurred        : No", kubectl describe's
-# "Reason:       CrashLoopBackOff"): padding before or after the colon is a table's, not a sentence's.
-_ALIGNED_ROW = re.compile(r"^\s*[\w(][\w ().,/-]{0,60}?(?: {2,}:|: {2,}\S)")
-
-
 def _candidate(line: str) -> bool:
     """A line a person wrote: not a log line (a timestamp, a level, a bracketed prefix), not a command's aligned
     key-value row."""
     return (bool(line.strip()) and not paste._LOGLIKE.match(line) and not paste._LEVEL.search(line)
-            and not _ALIGNED_ROW.match(line))
+            and not paste.ALIGNED_ROW.match(line))
 
 
 @lru_cache(maxsize=64)
