@@ -268,3 +268,26 @@ def test_vllms_ray_shutdown_and_a_process_prefixed_exception() -> None:
             "FlashInferMetadataBuilder backend\n")
     f = classify_text(line, "vllm.log")
     assert (f.category, f.benign) == ("unknown", False)
+
+
+def test_a_lost_peer_is_a_dead_peer_and_a_completion_error_stays_a_hang() -> None:
+    lost = ("[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+            "NCCLUtils.cpp:77, remote process exited or there was a network error, NCCL version 2.26.2\n"
+            "[rank1]: ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+            "prematurely.\n")
+    f = classify_text(lost, "rank1.log")
+    assert (f.kind, f.category, f.incident_hint) == ("nccl_peer_lost", "other-failure", None)
+    closed = ("gpu-node-03:2201:2290 [5] misc/socket.cc:58 (socketProgress) NCCL WARN socketProgress: Connection "
+              "closed by remote peer gpu-node-09.cluster.local<51234>\n")
+    assert classify_text(closed, "nccl.log").kind == "nccl_peer_lost"
+    qp = ("gpu-node-02:8812:9001 [0] misc/ibvwrap.cc:376 (wrap_ibv_modify_qp) NCCL WARN Call to ibv_modify_qp failed "
+          "with 110 Connection timed out, on dev mlx5_0:1, curr state INIT, next state RTR\n")
+    assert classify_text(qp, "nccl.log").category == "other-failure"
+    # a completion error on a live connection: the job waits on it (the gate's samples of it are hangs)
+    ib = ("host:2231:2598 [2] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+          "10.42.3.17<57844> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n")
+    assert _cat(ib, "nccl.log") == "hang"
+    # the watchdog that reports the lost peer keeps its reading (round 3n)
+    watchdog = ("[rank3]:[E301 10:00:00.000000000 ProcessGroupNCCL.cpp:1693] [Rank 3] Process group watchdog thread "
+                "terminated with exception: NCCL error: remote process exited or there was a network error\n")
+    assert _cat(watchdog, "rank3.log") == "hang"
