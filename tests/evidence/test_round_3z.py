@@ -291,3 +291,23 @@ def test_a_lost_peer_is_a_dead_peer_and_a_completion_error_stays_a_hang() -> Non
     watchdog = ("[rank3]:[E301 10:00:00.000000000 ProcessGroupNCCL.cpp:1693] [Rank 3] Process group watchdog thread "
                 "terminated with exception: NCCL error: remote process exited or there was a network error\n")
     assert _cat(watchdog, "rank3.log") == "hang"
+
+
+def test_the_container_runtime_failing_to_use_the_driver_is_a_setup_failure() -> None:
+    describe = ("  Warning  Failed     12s   kubelet  Error: failed to start container \"nvidia-driver-ctr\": Error "
+                "response from daemon: OCI runtime create failed: container_linux.go:370: starting container process "
+                "caused: process_linux.go:459: container init caused: Running hook #0:: error running hook: exit "
+                "status 1, stdout: , stderr: nvidia-container-cli.real: initialization error: driver error: failed to "
+                "process request: unknown\n")
+    f = classify_text(describe, "describe.txt")
+    assert (f.kind, f.category, f.incident_hint) == ("container_runtime_gpu_error", "other-failure", None)
+
+
+def test_a_go_programs_fatal_line_is_an_error_line_and_logfmt_errors_are_not() -> None:
+    fata = ("INFO[0000] Starting dcgm-exporter\nINFO[0000] DCGM successfully initialized!\n"
+            "FATA[0000] Error adding GPU 1 to group: This GPU is not supported by DCGM\n")
+    f = classify_text(fata, "exporter.log")
+    assert (f.category, f.benign, f.lines) == ("unknown", False, (3,))
+    routine = ('Apr 28 15:08:10 node containerd[3862]: time="2026-04-28T15:08:10.865+08:00" level=error '
+               'msg="Failed to pipe stdout of container \\"8c9e\\"" error="reading from a closed fifo"\n')
+    assert classify_text(routine, "containerd.log", word_prior=False).benign

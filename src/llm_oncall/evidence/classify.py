@@ -98,13 +98,14 @@ def reset_signatures() -> None:
 
 # Lines that say something failed, whatever wrote them. Strong: a Python exception line (also after a log
 # prefix or vLLM's process prefix "(EngineCore_DP0 pid=402) "), a traceback header, FATAL/CRITICAL, a crash of the
-# process. Weak: an ERROR log level (also glog "E1022 ..." and c10d "[E ...]"), which many programs print for routine
-# trouble (a client that went away).
+# process, Go's logrus "FATA[0000]" / logfmt "level=fatal" (the process exits). Weak: an ERROR log level (also glog
+# "E1022 ..." and c10d "[E ...]"), which many programs print for routine trouble (a client that went away); logfmt's
+# "level=error" is not even that (containerd prints it for every closed pipe).
 _STRONG_ERROR = re.compile(
     r"(?:^|\]\s|:\s|\bpid=\d{1,9}\)\s)\s{0,8}(?:[A-Za-z_][\w.]{0,80}\.)?[A-Z]\w{0,60}(?:Error|Exception)"
     r"(?::\s|\s*$)"
     r"|Traceback \(most recent call last\)"
-    r"|(?:^|[\s\[(|])(?:FATAL|CRITICAL)(?:[\s\]:|)]|$)"
+    r"|(?:^|[\s\[(|])(?:FATAL|CRITICAL)(?:[\s\]:|)]|$)|^\s{0,8}FATA\[\d{1,8}\]|\blevel=(?:fatal|panic)\b"
     r"|Segmentation fault|core dumped|terminate called after throwing|(?:^|\s)panic: |Fatal Python error"
 )
 # A sentence that says the crash marker did not appear ("killed without an OOM or core dumped message") reports none:
@@ -116,7 +117,7 @@ _WEAK_ERROR = re.compile(r"(?:^|[\s\[(|])ERROR(?:[\s\]:|)]|$)|^\s{0,4}\[?[EF]\d{
 MAX_ERROR_LINES = 20
 # Every error line holds one of these: a cheap test before the regexes.
 _ERROR_HINTS = ("Error", "Exception", "ERROR", "FATAL", "CRITICAL", "Traceback", "fault", "dumped", "terminate",
-                "panic", "[E", "E0", "E1", "F0", "F1", "Fatal")
+                "panic", "[E", "E0", "E1", "F0", "F1", "Fatal", "FATA[", "level=")
 
 
 def _unknown_errors(text: str, name: str, found: Sequence[Finding]) -> Finding | None:
