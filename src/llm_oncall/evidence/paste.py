@@ -35,12 +35,12 @@ _ANSI = re.compile(r"(?:\x1b|#033)\[[0-9;]{0,20}[A-Za-z]|^\[\d{1,3}(?:;\d{1,3}){
 # docker compose: "service-1  | " (a name, padding, a bar); the same prefix on several lines
 _COMPOSE = re.compile(r"^([A-Za-z0-9][\w.@-]{0,62})\s{1,24}\| ")
 _ANNOTATION = re.compile(r"\s{1,8}(?:<-{1,3}|←|#\s{0,2}<-{1,3})\s{0,4}[^\n]{0,120}$")
-# a log or command line: a timestamp, a level, a bracketed/parenthesised prefix, a table row, a key: value
-# dump of a tool, a Python frame, a snake_case function name before a colon (an engine's own message)
 # A command's aligned "key : value" row (nvidia-smi -q's "Remapping Failure Occurred        : No", kubectl describe's
 # "Reason:       CrashLoopBackOff"): padding before or after the colon is a table's, not a sentence's.
 ALIGNED_ROW = re.compile(r"^\s*[\w(][\w ().,/-]{0,60}?(?: {2,}:|: {2,}\S)")
 
+# a log or command line: a timestamp, a level, a bracketed/parenthesised prefix, a table row, a key: value
+# dump of a tool, a Python frame, a snake_case function name before a colon (an engine's own message)
 _LOGLIKE = re.compile(
     r"^\s{0,8}(?:\[\s{0,8}[\w+]|\d{4}[-/]\d\d[-/]\d\d[ T]|\d{1,2}:\d\d(?::\d\d)?|[A-Z][a-z]{2} [ \d]\d |[IWEF]\d{4} |"
     r"\(\w{1,40} pid=\d{1,8}\)|\||\+[-=]|File \"|Traceback|\$ |# |\w{1,40}\[\d{1,10}\]:|"
