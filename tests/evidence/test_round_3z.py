@@ -311,3 +311,56 @@ def test_a_go_programs_fatal_line_is_an_error_line_and_logfmt_errors_are_not() -
     routine = ('Apr 28 15:08:10 node containerd[3862]: time="2026-04-28T15:08:10.865+08:00" level=error '
                'msg="Failed to pipe stdout of container \\"8c9e\\"" error="reading from a closed fifo"\n')
     assert classify_text(routine, "containerd.log", word_prior=False).benign
+
+
+# ---- round 3z, third audit: SGLang 0.2.15 to 0.5.10 and vLLM 0.12 to 0.29, each release's own files
+
+def test_sglang_nan_logits_are_a_bad_output_even_beside_a_healthy_batch_line() -> None:
+    log = ("[2024-11-28 10:12:04 TP0] Decode batch. #running-req: 8, #token: 5012, token usage: 0.21, "
+           "gen throughput (token/s): 412.55, #queue-req: 0\n"
+           "[2024-11-28 10:12:05 TP0] Detected errors during sampling! NaN in the logits.\n")
+    f = classify_text(log, "sglang.log")
+    assert (f.kind, f.category, f.lines) == ("nan_logits", "bad-output", (2,))
+    assert _quiet('            logger.warning("Detected errors during sampling! NaN in the logits.")\n', "sampler.py")
+
+
+def test_sglang_start_up_refusals_are_sizing_and_setup_failures() -> None:
+    assert classify_text("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current "
+                         "value: mem_fraction_static=0.7\n", "sglang.log").kind == "kv_cache_too_small"
+    f = classify_text("ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other "
+                      "processes.\n", "sglang.log")
+    assert (f.kind, f.category) == ("gpu_memory_unbalanced", "other-failure")
+
+
+def test_the_custom_allreduce_fallback_notice_is_quiet() -> None:
+    assert _quiet("WARNING 06-02 10:00:00 custom_all_reduce.py:183] Custom allreduce is disabled because it's not "
+                  "supported on more than two PCIe-only GPUs. To silence this warning, specify "
+                  "disable_custom_all_reduce=True explicitly.\n", "vllm.log")
+
+
+def test_vllm_v1_era_ranks_that_never_arrive_are_a_hang() -> None:
+    assert _cat("RuntimeError: Barrier timed out after 300.00 seconds\n", "vllm.log") == "hang"
+    assert _cat("(EngineCore pid=212) ERROR 03-02 11:20:45 [gpu_model_runner.py:394] Fault detected in EP all2all "
+                "communication: one or more ranks timed out during dispatch/combine. Mask: [1, 1, 0, 1]\n",
+                "vllm.log") == "hang"
+
+
+def test_vllm_v1_era_start_up_failures_and_ray_worker_death() -> None:
+    assert classify_text("TimeoutError: Timed out waiting for engine core processes to start. This is often caused "
+                         "by slow weight loading for large models. Waited 600s (configured by "
+                         "VLLM_ENGINE_READY_TIMEOUT_S).\n", "vllm.log").kind == "engine_start_timeout"
+    f = classify_text("(EngineCore pid=212) ERROR 03-02 11:20:45 [ray_executor_v2.py:465] RayWorkerProc rank=3 died "
+                      "unexpectedly, shutting down executor.\n", "vllm.log")
+    assert (f.kind, f.category) == ("engine_dead", "other-failure")
+    log = ("(APIServer pid=1) ERROR 03-02 11:20:45 [utils.py:1315] ValueError: max_model_len (131072) exceeds the "
+           "model's maximum\n(APIServer pid=1) RuntimeError: Frontend process failed during engine core "
+           "initialization. See root cause above. Failed frontend proc(s): ['ApiServer_1']\n")
+    assert classify_text(log, "vllm.log").category == "other-failure"
+
+
+def test_vllm_v1_era_start_up_notices_are_quiet() -> None:
+    assert _quiet("(Worker_TP0 pid=318) WARNING 12-01 10:00:03 [symm_mem.py:99] SymmMemCommunicator: symmetric "
+                  "memory initialization failed: CUDA error: operation not supported Communicator is not available. "
+                  "To suppress this warning set VLLM_ALLREDUCE_USE_SYMM_MEM=0\n", "vllm.log")
+    assert _quiet("(EngineCore pid=212) INFO 03-02 11:20:45 [monitor.py:34] torch.compile took 41.23 s in total\n",
+                  "vllm.log")
