@@ -19,7 +19,9 @@ EXPECTED: dict[str, tuple[str, bool, str | None]] = {
     "nccl_collective_mismatch.log": ("nccl_collective_mismatch", False, "engine-hang"),
     "nccl_info_startup.log": ("nccl_info", True, None),
     "pg_not_destroyed.log": ("pg_not_destroyed_warning", True, None),
-    "nccl_warn_ib.log": ("nccl_error", False, "engine-hang"),
+    # an IB completion error, then the watchdog reporting the lost peer: a hang by its first cause (the peer's loss,
+    # nccl_peer_lost, is the consequence and ranks below both)
+    "nccl_warn_ib.log": ("nccl_watchdog_exception", False, "engine-hang"),
     # py-spy / faulthandler
     "pyspy_stuck_allreduce.txt": ("pyspy_stuck_in_collective", False, "engine-hang"),
     "faulthandler_stuck.txt": ("pyspy_stuck_in_collective", False, "engine-hang"),
