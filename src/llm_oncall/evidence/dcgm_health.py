@@ -201,6 +201,7 @@ def _nvlink_absent(lines: tuple[str, ...], messages: list[list[object]]) -> bool
 def _diag(lines: tuple[str, ...], name: str) -> Finding | None:
     results: list[tuple[int, str, str, str]] = []  # (line, test, result, rest)
     messages: list[list[object]] = []  # [line, label, text]
+    last_cell = 0  # the length of the message cell read last (a full one may go on in the next row)
     test = ""
     header = False
     for i, line in enumerate(lines):
@@ -216,13 +217,13 @@ def _diag(lines: tuple[str, ...], name: str) -> Finding | None:
         if mm and (header or results):
             label = mm.group("label")
             if label:
-                messages.append([i, label, mm.group("msg"), len(mm.group("msg"))])
+                messages.append([i, label, mm.group("msg")])
             elif messages and messages[-1][0] == i - 1:
                 # a wrapped cell goes on in the next row: a full cell whose next starts at once was cut in a word
-                glue = "" if int(str(messages[-1][3])) >= _DIAG_CELL and len(mm.group("pad")) <= 1 else " "
+                glue = "" if last_cell >= _DIAG_CELL and len(mm.group("pad")) <= 1 else " "
                 messages[-1][0] = i
                 messages[-1][2] = f"{messages[-1][2]}{glue}{mm.group('msg')}"
-                messages[-1][3] = len(mm.group("msg"))
+            last_cell = len(mm.group("msg"))
     if not results and not (header and messages):
         return None
     failed = [r for r in results if r[2] == "Fail"]

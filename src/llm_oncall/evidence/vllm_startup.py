@@ -22,16 +22,15 @@ _VALIDATION = re.compile(r"ValidationError: (?P<n>\d{1,4}) validation errors? fo
 _VALUE_ERROR = re.compile(r"^\s{0,8}(?:Value|Assertion) error, (?P<msg>.{1,2000})")
 _ARGPARSE = re.compile(r"^(?P<prog>[A-Za-z0-9_.\-]{1,80}): error: (?P<msg>.{1,2000})$")
 _USAGE = re.compile(r"^usage: [A-Za-z0-9_.\-]{1,80} ")
-# vLLM ≥0.29 also says it of an API-server process: "Frontend process failed during engine core initialization. See
-# root cause above. Failed frontend proc(s): [...]" (v1/engine/utils.py)
-_ENGINE_INIT_FAILED = re.compile(r"Engine core initialization failed|EngineCore failed to start|"
-                                 r"Frontend process failed during engine core initialization")
 _EXCEPTION = re.compile(
     r"^(?:[A-Za-z_][A-Za-z0-9_]{0,60}\.){0,6}(?P<type>[A-Za-z_][A-Za-z0-9_]{0,60}(?:Error|Exception)): "
     r"(?P<msg>.{1,2000})$"
 )
+# vLLM ≥0.29 also says it of an API-server process: "Frontend process failed during engine core initialization. See
+# root cause above. Failed frontend proc(s): [...]" (v1/engine/utils.py)
 _WRAPPERS = ("Engine core initialization failed", "EngineCore failed to start",
              "Frontend process failed during engine core initialization")
+_ENGINE_INIT_FAILED = re.compile("|".join(re.escape(w) for w in _WRAPPERS))
 _VLLM_MARKERS = ("vllm", "vLLM", "EngineCore", "APIServer pid=")
 MAX_MESSAGE = 400
 
