@@ -12,6 +12,9 @@ with and without it, check the packaged model is current.
   PYTHONPATH=src python scripts/prior.py fresh-loso       # round 3w: the fallback chosen in that regime, per set
   PYTHONPATH=src python scripts/prior.py fresh-eval DIR…  # round 3w: a held-out set with round 3w's candidate
   PYTHONPATH=src python scripts/prior.py over-benign-eval DIR…  # round 3z: the reader past benign-only findings
+  PYTHONPATH=src python scripts/prior.py logistic-candidate  # round 3zb: write catalog/prior_logistic.json
+  PYTHONPATH=src python scripts/prior.py logistic-loso       # round 3zb: naive Bayes beside the logistic prior
+  PYTHONPATH=src python scripts/prior.py logistic-eval DIR…  # round 3zb: a held-out set with the candidate
 """
 
 from __future__ import annotations
@@ -153,6 +156,56 @@ def fresh_readings() -> int:
     return 0
 
 
+def _candidate_sets() -> tuple[dict[str, list[prior_train.Row]], list[prior_train.Row]]:
+    return (prior_train.fresh_sets(ROOT, prior_train.CANDIDATE_DIRS),
+            prior_train.text_rows(ROOT / prior_train.GATE_DIR, prior_train.GATE_DIR))
+
+
+def logistic_candidate() -> int:
+    """Write round 3zb's candidate (catalog/prior_logistic.json): trained on the gated corpus and every fresh set."""
+    fresh, gate = _candidate_sets()
+    try:
+        commit = _git("rev-parse", "HEAD")
+    except (OSError, subprocess.CalledProcessError):
+        commit = None
+    built = prior_train.logistic_candidate(fresh, gate, commit=commit)
+    prior.CANDIDATE_PATH.write_text(json.dumps(built.to_json(), separators=(",", ":"), sort_keys=True) + "\n",
+                                    encoding="utf-8")
+    print(f"wrote {prior.CANDIDATE_PATH.relative_to(ROOT)}: {built.meta['tokens']} tokens, {built.meta['samples']} "
+          f"samples, settings {built.meta['settings']}; out of set on the fresh sets: {built.meta['chosen_on']}")
+    return 0
+
+
+def logistic_loso() -> int:
+    """Round 3zb: the packaged naive Bayes fallback beside the logistic prior, each fresh set held out in turn."""
+    fresh, gate = _candidate_sets()
+    main = prior.packaged()
+    if main is None:
+        print("no packaged model: run train first", file=sys.stderr)
+        return 2
+    res = prior_train.logistic_loso(fresh, gate, main, progress=lambda d: print(f"  {d} done", file=sys.stderr))
+    print("| held-out set (samples; nothing found in) | without the prior | naive Bayes, packaged settings and reader "
+          "| logistic prior | its margin (chosen on the other sets) |")
+    print("|---|---|---|---|---|")
+    tot = {k: [0, 0, 0, 0, 0] for k in ("without", "packaged", "logistic")}
+    for d, v in res.items():
+        cells = []
+        for k in tot:
+            s = v[k]
+            cells.append(f"{s['correct']}; {s['benign_correct']}/{s['benign_predicted']}; {s['fired_on_benign']}")
+            for j, f in enumerate(("correct", "benign_correct", "benign_predicted", "samples", "fired_on_benign")):
+                tot[k][j] += s[f]
+        print(f"| {d.split('/')[-1]} ({v['without']['samples']}; {v['found_nothing']}) | " + " | ".join(cells)
+              + f" | {v['margin']} |")
+    print("| **sum** | " + " | ".join(f"{c}/{n} = {c / n:.3f}; {bc}/{bp} = {bc / bp:.3f}; {a}"
+                                       for c, bc, bp, n, a in tot.values()) + " | |")
+    print("(each cell: right; benign right/said benign; benign samples the fallback answered a failure class on)")
+    for v in res.values():
+        for rel, exp, a, b in v["changed"]:
+            print(f"    {exp}: {a} → {b}: {rel}")
+    return 0
+
+
 def _reader(r: dict[str, Any] | None) -> str:
     return "none" if r is None else f"margin {r['min_margin']}, {r['min_lines']} line"
 
@@ -209,7 +262,21 @@ def over_benign_eval(dirs: list[str]) -> int:
     if main is None or main.reader is None:
         print("no packaged model with a reader: run train first", file=sys.stderr)
         return 2
-    candidate = dataclasses.replace(main, reader=dataclasses.replace(main.reader, over_benign=True))
+    return compare(dirs, main, dataclasses.replace(main, reader=dataclasses.replace(main.reader, over_benign=True)))
+
+
+def logistic_eval(dirs: list[str]) -> int:
+    """Held-out sets classified with the packaged fallback and with round 3zb's candidate, the logistic prior
+    (catalog/prior_logistic.json)."""
+    main, candidate = prior.packaged(), prior.fallback_from(prior.CANDIDATE_PATH)
+    if main is None or candidate is None:
+        print("no packaged model or no candidate: run train and logistic-candidate first", file=sys.stderr)
+        return 2
+    return compare(dirs, main, candidate)
+
+
+def compare(dirs: list[str], main: prior.Fallback, candidate: prior.Fallback) -> int:
+    """Each set classified with two fallbacks: right, benign precision, benign alarms, and every changed answer."""
     totals = {"main": [0, 0, 0, 0], "candidate": [0, 0, 0, 0]}
     for d in dirs:
         got: dict[str, list[str]] = {"main": [], "candidate": []}
@@ -276,6 +343,12 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "over-benign-eval":
         return over_benign_eval(argv[1:])
+    if cmd == "logistic-eval":
+        return logistic_eval(argv[1:])
+    if cmd == "logistic-candidate":
+        return logistic_candidate()
+    if cmd == "logistic-loso":
+        return logistic_loso()
     if cmd == "fresh-readings":
         return fresh_readings()
     if cmd == "fresh-loso":

@@ -35,6 +35,8 @@ from llm_oncall.evidence.catalog import HINT_OF_CATEGORY
 from llm_oncall.evidence.model import CJK_RUN, Finding, compact, line_numbers
 
 MODEL_PATH = Path(__file__).parent / "catalog" / "prior.json"
+# Round 3zb's candidate, measured beside the packaged model and not used by the classifier (docs/evidence.md).
+CANDIDATE_PATH = Path(__file__).parent / "catalog" / "prior_logistic.json"
 MAX_LINES = 5000  # a file longer than this is read as its first 5000 lines: the fallback stays cheap
 MAX_LINE_CHARS = 2000
 BENIGN = "benign"
@@ -82,28 +84,42 @@ def doc_tokens(text: str) -> set[str]:
     return out
 
 
+NAIVE_BAYES = "naive-bayes"
+# Round 3zb's candidate (docs/evidence.md): a multinomial logistic regression over the same token sets, trained by
+# prior_train.train_logistic. ``log_prior`` holds its biases and ``log_prob`` its weights; a document's score for a
+# class is the bias plus the sum of its known tokens' weights over the square root of their number.
+LOGISTIC = "logistic"
+KINDS = (NAIVE_BAYES, LOGISTIC)
+
+
 @dataclass(frozen=True)
 class Model:
     classes: tuple[str, ...]
     log_prior: tuple[float, ...]
     log_prob: dict[str, tuple[float, ...]]  # token -> log P(token | class), in the order of ``classes``
     meta: dict[str, Any]
+    kind: str = NAIVE_BAYES
 
     def to_json(self) -> dict[str, Any]:
-        return {"meta": self.meta, "classes": list(self.classes),
-                "log_prior": [round(x, 4) for x in self.log_prior],
-                "tokens": {t: [round(x, 3) for x in v] for t, v in sorted(self.log_prob.items())}}
+        doc: dict[str, Any] = {"meta": self.meta, "classes": list(self.classes)}
+        if self.kind != NAIVE_BAYES:  # a naive Bayes file stays as it was written before there were two kinds
+            doc["kind"] = self.kind
+        return doc | {"log_prior": [round(x, 4) for x in self.log_prior],
+                      "tokens": {t: [round(x, 3) for x in v] for t, v in sorted(self.log_prob.items())}}
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Model:
         classes = tuple(str(c) for c in doc["classes"])
         if BENIGN not in classes:
             raise ValueError("a prior model needs the benign class")
+        kind = str(doc.get("kind", NAIVE_BAYES))
+        if kind not in KINDS:
+            raise ValueError(f"unknown prior model kind {kind!r}")
         n = len(classes)
         tokens = {str(t): tuple(float(x) for x in v) for t, v in doc["tokens"].items()}
         if any(len(v) != n for v in tokens.values()) or len(doc["log_prior"]) != n:
             raise ValueError("a prior model's rows must have one value per class")
-        return cls(classes, tuple(float(x) for x in doc["log_prior"]), tokens, dict(doc.get("meta", {})))
+        return cls(classes, tuple(float(x) for x in doc["log_prior"]), tokens, dict(doc.get("meta", {})), kind)
 
 
 def train(docs: Sequence[tuple[str, str]], top_k: int = 300, min_df: int = 2, alpha: float = 1.0,
@@ -160,21 +176,30 @@ class Reading:
 
 
 def read(model: Model, text: str) -> Reading | None:
-    """The prior's reading of ``text``, or None when it knows none of its tokens."""
-    toks = [t for t in doc_tokens(text) if t in model.log_prob]
+    """The prior's reading of ``text``, or None when it knows none of its tokens. The margin: for naive Bayes, the
+    best failure class' mean log-likelihood ratio against benign per known token; for the logistic model, the best
+    failure class' probability less benign's (-1 … 1)."""
+    toks = sorted(t for t in doc_tokens(text) if t in model.log_prob)
     if not toks:
         return None
     b = model.classes.index(BENIGN)
-    scores = list(model.log_prior)
+    sums = [0.0] * len(model.classes)
     for t in toks:
         row = model.log_prob[t]
-        for i in range(len(scores)):
-            scores[i] += row[i]
+        for i in range(len(sums)):
+            sums[i] += row[i]
     fail = [i for i in range(len(model.classes)) if i != b]
+    if model.kind == LOGISTIC:
+        scores = [bias + s / math.sqrt(len(toks)) for bias, s in zip(model.log_prior, sums, strict=True)]
+    else:
+        scores = [p + s for p, s in zip(model.log_prior, sums, strict=True)]
     best = max(fail, key=lambda i: (scores[i], -i))
-    margin = (scores[best] - model.log_prior[best] - scores[b] + model.log_prior[b]) / len(toks)
     top = max(scores)
     z = sum(math.exp(s - top) for s in scores)
+    if model.kind == LOGISTIC:
+        margin = (math.exp(scores[best] - top) - math.exp(scores[b] - top)) / z
+    else:
+        margin = (sums[best] - sums[b]) / len(toks)
     weights = sorted(((model.log_prob[t][best] - model.log_prob[t][b], t) for t in toks), key=lambda x: (-x[0], x[1]))
     ranking = tuple(model.classes[i] for i in sorted(fail, key=lambda i: (-scores[i], i)))
     return Reading(model.classes[best], margin, len(toks), tuple(t for w, t in weights[:8] if w > 0),
@@ -321,6 +346,17 @@ def packaged() -> Fallback | None:
     except (KeyError, ValueError, TypeError):
         return None
     return Fallback(m, s, r) if m is not None and s is not None else None
+
+
+def fallback_from(path: Path) -> Fallback | None:
+    """The model in ``path`` with the settings (and the reader's) it records, or None when it cannot be read."""
+    try:
+        m = Model.from_json(json.loads(path.read_text(encoding="utf-8")))
+        s = default_settings(m)
+        r = default_reader(m)
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+    return Fallback(m, s, r) if s is not None else None
 
 
 def resolve(use: Fallback | bool | None, stream: bool = False) -> Fallback | None:

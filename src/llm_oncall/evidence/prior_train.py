@@ -18,6 +18,7 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -534,3 +535,174 @@ def build_fresh(repo: Path, commit: str | None = None, today: dt.date | None = N
                       f"when it was fresh ({FRESH_READINGS}); adopted on the 3y check set (docs/evidence.md)",
             "adopted": adopted}
     return prior.train([(text, cls) for _, cls, text in items], meta=meta)
+
+
+# ---- Round 3zb: a logistic prior (docs/evidence.md, "Round 3zb") ----
+
+# Every labelled held-out set the fresh readings record: round 3zb's candidate is trained and its margin chosen on all
+# of them (3zb's check set, which tests it, is not among them).
+CANDIDATE_DIRS: tuple[str, ...] = (*FRESH_DIRS, "tests/evidence/holdout/fresh-2026-12w-check",
+                                   "tests/evidence/holdout/fresh-2026-12x-check",
+                                   "tests/evidence/holdout/fresh-2026-12y-check",
+                                   "tests/evidence/holdout/fresh-2026-12z-check",
+                                   "tests/evidence/holdout/fresh-2026-12za-check")
+# Regularisation, the least number of documents a token must be in, and the optimiser's steps: fixed before the
+# margin was chosen, from a grid read on the sixteen sets' leave-one-set-out sum (docs/evidence.md, "Round 3zb").
+LOGISTIC_L2 = 0.3
+LOGISTIC_MIN_DF = 5
+LOGISTIC_STEPS = 400
+LOGISTIC_RATE = 0.05
+# The logistic model's margin is a difference of probabilities: the best failure class' less benign's.
+LOGISTIC_MARGINS: tuple[float, ...] = tuple(round(-0.3 + 0.05 * i, 2) for i in range(17))
+
+
+def train_logistic(docs: Sequence[tuple[str, str]], meta: dict[str, Any] | None = None,
+                   tokenize: Callable[[str], AbstractSet[str]] = prior.doc_tokens, l2: float = LOGISTIC_L2,
+                   min_df: int = LOGISTIC_MIN_DF, steps: int = LOGISTIC_STEPS) -> prior.Model:
+    """A multinomial logistic regression from ``(text, class)`` pairs over the documents' token sets (tokens in at
+    least ``min_df`` documents; each document's vector scaled to unit length, so a long paste weighs as one
+    document), fitted by full-batch Adam from zero weights with an L2 penalty. Where naive Bayes multiplies every
+    word's evidence as if independent, this weighs each token by what it adds beside the others: the boilerplate
+    every issue template shares counts for nothing. Deterministic: the same documents give the same model."""
+    import numpy as np
+
+    classes = tuple(sorted({c for _, c in docs}))
+    if prior.BENIGN not in classes:
+        raise ValueError("training needs benign documents")
+    sets = [tokenize(text) for text, _ in docs]
+    df: Counter[str] = Counter()
+    for s in sets:
+        df.update(s)
+    vocab = sorted(t for t, n in df.items() if n >= min_df)
+    col = {t: j for j, t in enumerate(vocab)}
+    rows_, cols, vals = [], [], []
+    for i, s in enumerate(sets):
+        js = sorted(col[t] for t in s if t in col)
+        for j in js:
+            rows_.append(i)
+            cols.append(j)
+            vals.append(1.0 / math.sqrt(len(js)))
+    r = np.asarray(rows_, dtype=np.int64)
+    c = np.asarray(cols, dtype=np.int64)
+    v = np.asarray(vals, dtype=np.float64)
+    by_col = np.lexsort((r, c))
+    n, k = len(docs), len(classes)
+    y = np.zeros((n, k))
+    y[np.arange(n), [classes.index(cls) for _, cls in docs]] = 1.0
+    w = np.zeros((len(vocab), k))
+    b = np.zeros(k)
+    mw, vw, mb, vb = np.zeros_like(w), np.zeros_like(w), np.zeros_like(b), np.zeros_like(b)
+
+    def segment_sum(values: Any, keys: Any, size: int) -> Any:
+        # rows of ``values`` summed by ``keys`` (sorted), in a fixed order: np.add.reduceat, empty keys left at 0
+        out = np.zeros((size, values.shape[1]))
+        if len(keys):
+            starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+            out[keys[starts]] = np.add.reduceat(values, starts, axis=0)
+        return out
+
+    for step in range(1, steps + 1):
+        z = segment_sum(w[c] * v[:, None], r, n) + b
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        g = (p - y) / n
+        gw = segment_sum(g[r[by_col]] * v[by_col, None], c[by_col], len(vocab)) + l2 * w / n
+        gb = g.sum(axis=0)
+        for param, grad, m1, m2 in ((w, gw, mw, vw), (b, gb, mb, vb)):
+            m1 *= 0.9
+            m1 += 0.1 * grad
+            m2 *= 0.999
+            m2 += 0.001 * grad * grad
+            param -= LOGISTIC_RATE * (m1 / (1 - 0.9 ** step)) / (np.sqrt(m2 / (1 - 0.999 ** step)) + 1e-8)
+    counts = Counter(cls for _, cls in docs)
+    return prior.Model(classes, tuple(float(x) for x in b), {t: tuple(float(x) for x in w[j]) for t, j in col.items()},
+                       dict(meta or {}, samples=n, samples_per_class={cl: counts[cl] for cl in classes}, l2=l2,
+                            min_df=min_df, steps=steps, tokens=len(vocab)), kind=prior.LOGISTIC)
+
+
+def choose_margin(rs: Sequence[Row], readings: dict[str, prior.Reading | None]) -> tuple[prior.Settings, Score]:
+    """The logistic prior's margin chosen on out-of-set ``readings``: benign precision not below the figure without
+    the prior, then the most samples right, then the fewest alarms on benign, then the higher margin."""
+    bound = score(rs, {}).benign_precision
+    best: tuple[tuple[int, int, float], prior.Settings, Score] | None = None
+    for mm in LOGISTIC_MARGINS:
+        s = prior.Settings(mm, 1)
+        sc = score(rs, decisions(readings, s))
+        if sc.benign_precision < bound - 1e-12:
+            continue
+        key = (sc.correct, -sc.fired_on_benign, mm)
+        if best is None or key > best[0]:
+            best = (key, s, sc)
+    if best is None:
+        raise ValueError("no margin keeps the benign precision")
+    return best[1], best[2]
+
+
+def _train_logistic_without(sets: dict[str, list[Row]], leave: Sequence[str],
+                            cache: dict[tuple[str, ...], prior.Model]) -> prior.Model:
+    key = tuple(sorted(leave))
+    if key not in cache:
+        cache[key] = train_logistic([(r.text, r.expected) for n in sets if n not in key for r in sets[n]],
+                                    tokenize=_tokens)
+    return cache[key]
+
+
+def logistic_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.Fallback,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Each fresh set held out in turn, in the fresh regime: the naive Bayes fallback as packaged (its model trained
+    on the gated corpus and the other sets, its settings and reader as recorded) beside the logistic prior (trained
+    on the same documents, its margin chosen on the other sets' readings, each by a model trained without that set
+    and without the held-out one). Deterministic; trains (n+1)·n logistic models for n sets."""
+    sets = {**fresh, GATE_DIR: gate}
+    nb_cache: dict[tuple[str, ...], prior.Model] = {}
+    lr_cache: dict[tuple[str, ...], prior.Model] = {}
+    reports = empty_reports(fresh)
+    out: dict[str, Any] = {}
+    for held, rs in fresh.items():
+        others = [n for n in fresh if n != held]
+        inner: dict[str, prior.Reading | None] = {}
+        for t in others:
+            m = _train_logistic_without(sets, [held, t], lr_cache)
+            inner.update({r.rel: prior.read(m, r.text) for r in fresh[t] if r.empty})
+            lr_cache.pop(tuple(sorted([held, t])), None)
+        settings, _ = choose_margin([r for n in others for r in fresh[n]], inner)
+        lr = _train_logistic_without(sets, [held], lr_cache)
+        nb = _train_without(sets, [held], nb_cache)
+        texts = {r.rel: r.text for r in rs if r.empty}
+        nb_answers = reader_decisions({rel: prior.read(nb, t) for rel, t in texts.items()}, reports,
+                                      packaged.settings, packaged.reader, texts)
+        lr_answers = decisions({rel: prior.read(lr, t) for rel, t in texts.items()}, settings)
+        out[held] = {"without": score(rs, {}).to_json(), "packaged": score(rs, nb_answers).to_json(),
+                     "logistic": score(rs, lr_answers).to_json(), "margin": settings.min_margin,
+                     "found_nothing": len(texts),
+                     "changed": sorted((rel, next(r.expected for r in rs if r.rel == rel), nb_answers.get(rel),
+                                        lr_answers.get(rel)) for rel in texts
+                                       if nb_answers.get(rel) != lr_answers.get(rel))}
+        if progress:
+            progress(held)
+    return out
+
+
+def logistic_candidate(fresh: dict[str, list[Row]], gate: list[Row], commit: str | None = None,
+                       today: dt.date | None = None) -> prior.Model:
+    """Round 3zb's candidate: the logistic prior trained on the gated corpus and every fresh set, its margin chosen on
+    every set's out-of-set readings (each set read by a model trained without it); the model records the margin
+    (``meta.settings``), no reader, and its provenance."""
+    sets = {**fresh, GATE_DIR: gate}
+    readings: dict[str, prior.Reading | None] = {}
+    for held, rs in fresh.items():
+        m = train_logistic([(r.text, r.expected) for n in sets if n != held for r in sets[n]], tokenize=_tokens)
+        readings.update({r.rel: prior.read(m, r.text) for r in rs if r.empty})
+    settings, sc = choose_margin([r for rs in fresh.values() for r in rs], readings)
+    docs = [(r.rel, r.expected, r.text) for rs in sets.values() for r in rs]
+    meta = {"corpus": [GATE_DIR, *fresh], "corpus_sha256": training_sha256(docs), "commit": commit,
+            "trained": (today or dt.date.today()).isoformat(),
+            "settings": {"min_margin": settings.min_margin, "min_tokens": settings.min_tokens,
+                         "confidence": settings.confidence},
+            "reader": None, "chosen_on": sc.to_json(),
+            "chosen": "round 3zb: the margin chosen on each held-out set as the catalogue read it when it was fresh, "
+                      f"each read by a model trained without it ({FRESH_READINGS}); a candidate, tested on the 3zb "
+                      "check set (docs/evidence.md)",
+            "adopted": False}
+    return train_logistic([(r.text, r.expected) for rs in sets.values() for r in rs], meta=meta, tokenize=_tokens)
