@@ -315,8 +315,9 @@ def hunk_rows(text: str) -> frozenset[int]:
 
 @lru_cache(maxsize=64)
 def has_diff(text: str) -> bool:
-    """The document holds a diff (a ```diff fence): code under change, never a model's output."""
-    return bool(re.search(r"^\s{0,3}(?:```|~~~)\s{0,2}(?:diff|patch)\s*$", text, re.MULTILINE))
+    """The document holds a diff (a ```diff fence, of three backticks or more) or a code review's ```suggestion block:
+    code under change, never a model's output."""
+    return bool(re.search(r"^\s{0,3}(?:`{3,}|~{3,})\s{0,2}(?:diff|patch|suggestion)\s*$", text, re.MULTILINE))
 
 
 @lru_cache(maxsize=64)

@@ -528,10 +528,13 @@ _LEVEL = re.compile(r"\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 # more log shapes no model writes: dmesg -T's "[Fri Apr 17 19:56:43 2026]", glog / c10's "[W1015 16:32:20.40",
 # CANN's error-code lines ("EH9999: ..."), a kernel driver's "amdgpu 0000:65:00.0: ", CANN's source marks
 # ("[FUNC:FuncErrorReason][FILE:error_message_manage.cc]"), and a sensor or event table of three or more
-# bracketed "[Key: value]" fields per line (ESXi's "[Ok] [Type: Memory] [Name: ...] [Label: Green]")
+# bracketed "[Key: value]" fields per line (ESXi's "[Ok] [Type: Memory] [Name: ...] [Label: Green]"), and a date
+# with a time of day in a line's first 30 characters, behind whatever prefix a logger writes (NeMo's "[NeMo I
+# 2026-04-16 13:14:02 rnnt_models:292]", a timestamp cut by the paste: "6-04-16 13:14:00 label_looping_base:109")
 _LOGSHAPE = re.compile(r"^\s{0,4}(?:\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]|\[[IWEF]\d{4} \d\d:|"
                        r"E[A-Z]\d{4}: |[a-z][\w-]{1,20} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: )|"
-                       r"\[FUNC:\w{1,60}\]\[FILE:|(?:\[[A-Z][A-Za-z ]{0,20}: [^\]\n]{1,120}\][ \t]{0,4}){3}")
+                       r"\[FUNC:\w{1,60}\]\[FILE:|(?:\[[A-Z][A-Za-z ]{0,20}: [^\]\n]{1,120}\][ \t]{0,4}){3}|"
+                       r"^[^\n]{0,30}?\b\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d\b")
 # Producers whose output is never a model's answer: repetition in their rows (one state per NVLink link, the
 # same driver message every second) is the format, not a degenerate completion. Also syslogd's broadcast to the
 # terminals ("Message from syslogd@host at ...", wall) and the kernel's hardware-error prefix ("[Hardware Error]: ").
