@@ -12,9 +12,9 @@ with and without it, check the packaged model is current.
   PYTHONPATH=src python scripts/prior.py fresh-loso       # round 3w: the fallback chosen in that regime, per set
   PYTHONPATH=src python scripts/prior.py fresh-eval DIR…  # round 3w: a held-out set with round 3w's candidate
   PYTHONPATH=src python scripts/prior.py over-benign-eval DIR…  # round 3z: the reader past benign-only findings
-  PYTHONPATH=src python scripts/prior.py logistic-candidate  # round 3zb: write catalog/prior_logistic.json
+  PYTHONPATH=src python scripts/prior.py logistic-candidate FILE  # round 3zb: write the logistic candidate
   PYTHONPATH=src python scripts/prior.py logistic-loso       # round 3zb: naive Bayes beside the logistic prior
-  PYTHONPATH=src python scripts/prior.py logistic-eval DIR…  # round 3zb: a held-out set with the candidate
+  PYTHONPATH=src python scripts/prior.py logistic-eval [--model FILE] DIR…  # round 3zb: a set with the candidate
 """
 
 from __future__ import annotations
@@ -161,17 +161,21 @@ def _candidate_sets() -> tuple[dict[str, list[prior_train.Row]], list[prior_trai
             prior_train.text_rows(ROOT / prior_train.GATE_DIR, prior_train.GATE_DIR))
 
 
-def logistic_candidate() -> int:
-    """Write round 3zb's candidate (catalog/prior_logistic.json): trained on the gated corpus and every fresh set."""
+def logistic_candidate(args: list[str]) -> int:
+    """Write round 3zb's candidate to the file given: trained on the gated corpus and every fresh set. Not packaged:
+    the check set 3zb did not adopt it (docs/evidence.md, "Check set 3zb")."""
+    if len(args) != 1:
+        print("logistic-candidate takes the file to write", file=sys.stderr)
+        return 2
+    out = Path(args[0])
     fresh, gate = _candidate_sets()
     try:
         commit = _git("rev-parse", "HEAD")
     except (OSError, subprocess.CalledProcessError):
         commit = None
     built = prior_train.logistic_candidate(fresh, gate, commit=commit)
-    prior.CANDIDATE_PATH.write_text(json.dumps(built.to_json(), separators=(",", ":"), sort_keys=True) + "\n",
-                                    encoding="utf-8")
-    print(f"wrote {prior.CANDIDATE_PATH.relative_to(ROOT)}: {built.meta['tokens']} tokens, {built.meta['samples']} "
+    out.write_text(json.dumps(built.to_json(), separators=(",", ":"), sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {out}: {built.meta['tokens']} tokens, {built.meta['samples']} "
           f"samples, settings {built.meta['settings']}; out of set on the fresh sets: {built.meta['chosen_on']}")
     return 0
 
@@ -265,14 +269,27 @@ def over_benign_eval(dirs: list[str]) -> int:
     return compare(dirs, main, dataclasses.replace(main, reader=dataclasses.replace(main.reader, over_benign=True)))
 
 
-def logistic_eval(dirs: list[str]) -> int:
-    """Held-out sets classified with the packaged fallback and with round 3zb's candidate, the logistic prior
-    (catalog/prior_logistic.json)."""
-    main, candidate = prior.packaged(), prior.fallback_from(prior.CANDIDATE_PATH)
-    if main is None or candidate is None:
-        print("no packaged model or no candidate: run train and logistic-candidate first", file=sys.stderr)
+def logistic_eval(args: list[str]) -> int:
+    """Held-out sets classified with the packaged fallback and with round 3zb's candidate, the logistic prior: the
+    model file given with --model (written by logistic-candidate), else trained here (about three minutes)."""
+    model_file = None
+    if args[:1] == ["--model"] and len(args) >= 2:
+        model_file, args = Path(args[1]), args[2:]
+    main = prior.packaged()
+    if main is None:
+        print("no packaged model: run train first", file=sys.stderr)
         return 2
-    return compare(dirs, main, candidate)
+    if model_file is not None:
+        candidate = prior.fallback_from(model_file)
+        if candidate is None:
+            print(f"{model_file}: not a readable model file", file=sys.stderr)
+            return 2
+    else:
+        built = prior_train.logistic_candidate(*_candidate_sets())
+        settings = prior.default_settings(built)
+        assert settings is not None  # logistic_candidate records them
+        candidate = prior.Fallback(built, settings)
+    return compare(args, main, candidate)
 
 
 def compare(dirs: list[str], main: prior.Fallback, candidate: prior.Fallback) -> int:
@@ -346,7 +363,7 @@ def main(argv: list[str]) -> int:
     if cmd == "logistic-eval":
         return logistic_eval(argv[1:])
     if cmd == "logistic-candidate":
-        return logistic_candidate()
+        return logistic_candidate(argv[1:])
     if cmd == "logistic-loso":
         return logistic_loso()
     if cmd == "fresh-readings":

@@ -35,8 +35,6 @@ from llm_oncall.evidence.catalog import HINT_OF_CATEGORY
 from llm_oncall.evidence.model import CJK_RUN, Finding, compact, line_numbers
 
 MODEL_PATH = Path(__file__).parent / "catalog" / "prior.json"
-# Round 3zb's candidate, measured beside the packaged model and not used by the classifier (docs/evidence.md).
-CANDIDATE_PATH = Path(__file__).parent / "catalog" / "prior_logistic.json"
 MAX_LINES = 5000  # a file longer than this is read as its first 5000 lines: the fallback stays cheap
 MAX_LINE_CHARS = 2000
 BENIGN = "benign"
@@ -340,21 +338,23 @@ def packaged() -> Fallback | None:
     """The packaged model with the settings (and the reader's) it records, or None when there is none or they cannot
     be read (a damaged model file turns the fallback off; it must never cost a document its reading)."""
     m = default_model()
-    try:
-        s = default_settings(m) if m else None
-        r = default_reader(m) if m else None
-    except (KeyError, ValueError, TypeError):
-        return None
-    return Fallback(m, s, r) if m is not None and s is not None else None
+    return None if m is None else _fallback(m)
 
 
 def fallback_from(path: Path) -> Fallback | None:
     """The model in ``path`` with the settings (and the reader's) it records, or None when it cannot be read."""
     try:
         m = Model.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+    return _fallback(m)
+
+
+def _fallback(m: Model) -> Fallback | None:
+    try:
         s = default_settings(m)
         r = default_reader(m)
-    except (OSError, KeyError, ValueError, TypeError):
+    except (KeyError, ValueError, TypeError):
         return None
     return Fallback(m, s, r) if s is not None else None
 

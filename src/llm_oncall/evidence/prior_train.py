@@ -272,11 +272,13 @@ def reader_decisions(readings: dict[str, prior.Reading | None], reports: dict[st
             for rel, rd in readings.items()}
 
 
-def _train_without(sets: dict[str, list[Row]], leave: Sequence[str],
-                   cache: dict[tuple[str, ...], prior.Model]) -> prior.Model:
+def _train_without(sets: dict[str, list[Row]], leave: Sequence[str], cache: dict[tuple[str, ...], prior.Model],
+                   fit: Callable[[Sequence[Row]], prior.Model] | None = None) -> prior.Model:
+    """The model (naive Bayes, or ``fit``'s) trained on every set but ``leave``, once per ``cache``."""
     key = tuple(sorted(leave))
     if key not in cache:
-        cache[key] = train_rows([r for n in sets if n not in key for r in sets[n]], tokenize=_tokens)
+        rs = [r for n in sets if n not in key for r in sets[n]]
+        cache[key] = fit(rs) if fit is not None else train_rows(rs, tokenize=_tokens)
     return cache[key]
 
 
@@ -639,13 +641,8 @@ def choose_margin(rs: Sequence[Row], readings: dict[str, prior.Reading | None]) 
     return best[1], best[2]
 
 
-def _train_logistic_without(sets: dict[str, list[Row]], leave: Sequence[str],
-                            cache: dict[tuple[str, ...], prior.Model]) -> prior.Model:
-    key = tuple(sorted(leave))
-    if key not in cache:
-        cache[key] = train_logistic([(r.text, r.expected) for n in sets if n not in key for r in sets[n]],
-                                    tokenize=_tokens)
-    return cache[key]
+def _fit_logistic(rs: Sequence[Row]) -> prior.Model:
+    return train_logistic([(r.text, r.expected) for r in rs], tokenize=_tokens)
 
 
 def logistic_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.Fallback,
@@ -663,11 +660,11 @@ def logistic_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.
         others = [n for n in fresh if n != held]
         inner: dict[str, prior.Reading | None] = {}
         for t in others:
-            m = _train_logistic_without(sets, [held, t], lr_cache)
+            m = _train_without(sets, [held, t], lr_cache, _fit_logistic)
             inner.update({r.rel: prior.read(m, r.text) for r in fresh[t] if r.empty})
             lr_cache.pop(tuple(sorted([held, t])), None)
         settings, _ = choose_margin([r for n in others for r in fresh[n]], inner)
-        lr = _train_logistic_without(sets, [held], lr_cache)
+        lr = _train_without(sets, [held], lr_cache, _fit_logistic)
         nb = _train_without(sets, [held], nb_cache)
         texts = {r.rel: r.text for r in rs if r.empty}
         nb_answers = reader_decisions({rel: prior.read(nb, t) for rel, t in texts.items()}, reports,
@@ -692,7 +689,7 @@ def logistic_candidate(fresh: dict[str, list[Row]], gate: list[Row], commit: str
     sets = {**fresh, GATE_DIR: gate}
     readings: dict[str, prior.Reading | None] = {}
     for held, rs in fresh.items():
-        m = train_logistic([(r.text, r.expected) for n in sets if n != held for r in sets[n]], tokenize=_tokens)
+        m = _train_without(sets, [held], {}, _fit_logistic)
         readings.update({r.rel: prior.read(m, r.text) for r in rs if r.empty})
     settings, sc = choose_margin([r for rs in fresh.values() for r in rs], readings)
     docs = [(r.rel, r.expected, r.text) for rs in sets.values() for r in rs]
