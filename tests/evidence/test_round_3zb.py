@@ -6,6 +6,8 @@ producer's format:
   to decrease `--max-batch-prefill-tokens`")
 - torch/distributed/elastic/multiprocessing/api.py ("failed (exitcode: %s) local_rank: %s (pid: %s) of binary: %s")
 - nvidia-smi ("WARNING: infoROM is corrupted at gpu %s")
+- PyTorch's C10_CUDA_CHECK ("CUDA error: ", cudaGetErrorString(err); torch.AcceleratorError since 2.8): a CUDA failure
+  no more specific signature names
 - a logger's date and time behind its own prefix (NeMo's "[NeMo I 2026-04-16 13:14:02 rnnt_models:292 rank:0]") is a
   log, not a model's answer; a code review's diff fence of four backticks and its ```suggestion block are code under
   change.
@@ -96,3 +98,27 @@ def test_a_review_diff_of_four_backticks_and_a_suggestion_block_are_code_under_c
               "> Robustness against Decode Worker failure is a weakness of the design, since the timeout is long.\n"
               "```\n")
     assert all(x.category != "bad-output" for x in classify_text(review, "review.md").findings)
+
+
+_ENGINE_CORE_CUDA_ERROR = """\
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 1133, in run_engine_core
+    engine_core.run_busy_loop()
+  File "/usr/local/lib/python3.12/dist-packages/flashinfer/decode.py", line 752, in __init__
+    self._pin_memory_int_workspace_buffer = torch.empty(
+torch.AcceleratorError: CUDA error: OS call failed or operation not supported on this OS
+"""
+
+
+def test_a_cuda_error_no_signature_names_is_a_cuda_failure_ranked_below_the_named_ones() -> None:
+    f = classify_text(_ENGINE_CORE_CUDA_ERROR, "engine.log")
+    assert (f.kind, f.category, f.incident_hint) == ("cuda_runtime_error", "other-failure", None)
+    # a named error keeps its own reading (the catch-all is a warning below it)
+    ecc = _ENGINE_CORE_CUDA_ERROR.replace("OS call failed or operation not supported on this OS",
+                                          "uncorrectable ECC error encountered")
+    assert classify_text(ecc, "engine.log").category == "gpu-memory"
+    # a capture error cut by the paste is left to the CUDA-graph reading, and code that formats the message is no event
+    assert "cuda_runtime_error" not in {x.kind for x in classify_text(
+        "# torch.AcceleratorError: CUDA error: operation not permitt\n", "mre.py").findings}
+    assert "cuda_runtime_error" not in {x.kind for x in classify_text(
+        '    raise RuntimeError(f"CUDA error: {msg}")\n', "utils.py").findings}
