@@ -52,14 +52,18 @@ _CHANGE = re.compile(
 )
 # marks no bug report carries: a PR or feature template's headings ("## Purpose", "## Test Result", "### 🚀 The
 # feature, motivation and pitch", "## Acceptance criteria"), a feature ticket's "**Acceptance:**" line, a bot
-# reviewer's comment header ("**coderabbitai[bot]**:"), a diff under review (a ```diff fence). A first person in
-# a PR's test section ("We see ...") does not make it a report; a bug template's heading does.
+# reviewer's comment header ("**coderabbitai[bot]**:"), a diff under review (a ```diff fence, three backticks or
+# more), a feature template's questions (GitHub's "**Is your feature request related to a problem? ...**",
+# "**Describe the solution you'd like**"; AWS's roadmap "**Tell us about your request**"). A first person in a PR's
+# test section ("We see ...") does not make it a report; a bug template's heading does.
 _STRONG_CHANGE = re.compile(
     r"^\s{0,3}#{1,4}\s{0,3}(?:Purpose|Test|Tests|Test Result|Test Results|Test Plan|Acceptance criteria|"
     r"What to build|(?:🚀\s{0,2})?The feature, motivation and pitch)\s*$"
     r"|^\s{0,3}\*\*(?:Acceptance(?: criteria)?|Where):?\*\*:?\s"
     r"|^\s{0,3}\*\*[\w.-]{1,40}\[bot\]\*\*:?\s*$"
-    r"|^\s{0,3}(?:```|~~~)\s{0,2}diff\s*$",
+    r"|^\s{0,3}\*\*(?:Is your feature request related to a problem\?[^*\n]{0,40}|Describe the solution you'd like|"
+    r"Tell us about your request)\*\*\s*$"
+    r"|^\s{0,3}(?:`{3,}|~{3,})\s{0,2}diff\s*$",
     re.MULTILINE,
 )
 # the marks of a bug report: a template's report headings, a first person who ran into something
