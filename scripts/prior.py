@@ -262,6 +262,9 @@ def fresh_eval(dirs: list[str]) -> int:
 def over_benign_eval(dirs: list[str]) -> int:
     """Held-out sets classified with the packaged fallback and with the same fallback whose reader also answers
     documents the catalogue found only benign lines in (round 3z's candidate, ``ReaderSettings.over_benign``)."""
+    if not dirs:
+        print("usage: scripts/prior.py over-benign-eval DIR…", file=sys.stderr)
+        return 2
     main = prior.packaged()
     if main is None or main.reader is None:
         print("no packaged model with a reader: run train first", file=sys.stderr)
@@ -275,6 +278,9 @@ def logistic_eval(args: list[str]) -> int:
     model_file = None
     if args[:1] == ["--model"] and len(args) >= 2:
         model_file, args = Path(args[1]), args[2:]
+    if not args or any(a.startswith("-") for a in args):
+        print("usage: scripts/prior.py logistic-eval [--model FILE] DIR…", file=sys.stderr)
+        return 2
     main = prior.packaged()
     if main is None:
         print("no packaged model: run train first", file=sys.stderr)
