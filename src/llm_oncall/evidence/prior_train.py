@@ -451,11 +451,13 @@ PLAIN_3O = prior.Settings(1.85, 3)
 
 
 def _fresh_readings(sets: dict[str, list[Row]], choose_on: Sequence[str], leave: Sequence[str],
-                    cache: dict[tuple[str, ...], prior.Model]) -> dict[str, prior.Reading | None]:
-    """Each empty sample of the sets ``choose_on`` read by a model trained without its set and without ``leave``."""
+                    cache: dict[tuple[str, ...], prior.Model],
+                    fit: Callable[[Sequence[Row]], prior.Model] | None = None) -> dict[str, prior.Reading | None]:
+    """Each empty sample of the sets ``choose_on`` read by a model (naive Bayes, or ``fit``'s) trained without its set
+    and without ``leave``."""
     readings: dict[str, prior.Reading | None] = {}
     for t in choose_on:
-        model = _train_without(sets, [*leave, t], cache)
+        model = _train_without(sets, [*leave, t], cache, fit)
         readings.update({r.rel: prior.read(model, r.text) for r in sets[t] if r.empty})
     return readings
 
@@ -653,18 +655,14 @@ def logistic_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.
     and without the held-out one). Deterministic; trains (n+1)·n logistic models for n sets."""
     sets = {**fresh, GATE_DIR: gate}
     nb_cache: dict[tuple[str, ...], prior.Model] = {}
-    lr_cache: dict[tuple[str, ...], prior.Model] = {}
     reports = empty_reports(fresh)
     out: dict[str, Any] = {}
     for held, rs in fresh.items():
         others = [n for n in fresh if n != held]
-        inner: dict[str, prior.Reading | None] = {}
-        for t in others:
-            m = _train_without(sets, [held, t], lr_cache, _fit_logistic)
-            inner.update({r.rel: prior.read(m, r.text) for r in fresh[t] if r.empty})
-            lr_cache.pop(tuple(sorted([held, t])), None)
+        # a cache per held-out set: its inner models are used once, and 15 of them at a time fit in memory
+        inner = _fresh_readings(sets, others, [held], {}, _fit_logistic)
         settings, _ = choose_margin([r for n in others for r in fresh[n]], inner)
-        lr = _train_without(sets, [held], lr_cache, _fit_logistic)
+        lr = _fit_logistic([r for n in sets if n != held for r in sets[n]])
         nb = _train_without(sets, [held], nb_cache)
         texts = {r.rel: r.text for r in rs if r.empty}
         nb_answers = reader_decisions({rel: prior.read(nb, t) for rel, t in texts.items()}, reports,
@@ -687,10 +685,7 @@ def logistic_candidate(fresh: dict[str, list[Row]], gate: list[Row], commit: str
     every set's out-of-set readings (each set read by a model trained without it); the model records the margin
     (``meta.settings``), no reader, and its provenance."""
     sets = {**fresh, GATE_DIR: gate}
-    readings: dict[str, prior.Reading | None] = {}
-    for held, rs in fresh.items():
-        m = _train_without(sets, [held], {}, _fit_logistic)
-        readings.update({r.rel: prior.read(m, r.text) for r in rs if r.empty})
+    readings = _fresh_readings(sets, list(fresh), [], {}, _fit_logistic)
     settings, sc = choose_margin([r for rs in fresh.values() for r in rs], readings)
     docs = [(r.rel, r.expected, r.text) for rs in sets.values() for r in rs]
     meta = {"corpus": [GATE_DIR, *fresh], "corpus_sha256": training_sha256(docs), "commit": commit,
