@@ -12,9 +12,9 @@ with and without it, check the packaged model is current.
   PYTHONPATH=src python scripts/prior.py fresh-loso       # round 3w: the fallback chosen in that regime, per set
   PYTHONPATH=src python scripts/prior.py fresh-eval DIR…  # round 3w: a held-out set with round 3w's candidate
   PYTHONPATH=src python scripts/prior.py over-benign-eval DIR…  # round 3z: the reader past benign-only findings
-  PYTHONPATH=src python scripts/prior.py logistic-candidate FILE  # round 3zb: write the logistic candidate
-  PYTHONPATH=src python scripts/prior.py logistic-loso       # round 3zb: naive Bayes beside the logistic prior
-  PYTHONPATH=src python scripts/prior.py logistic-eval [--model FILE] DIR…  # round 3zb: a set with the candidate
+  PYTHONPATH=src python scripts/prior.py logistic-candidate FILE  # round 3ze: write the guarded logistic candidate
+  PYTHONPATH=src python scripts/prior.py logistic-loso       # round 3ze: naive Bayes beside the logistic prior
+  PYTHONPATH=src python scripts/prior.py logistic-eval [--model FILE] DIR…  # round 3ze: a set with the candidate
 """
 
 from __future__ import annotations
@@ -162,8 +162,8 @@ def _candidate_sets() -> tuple[dict[str, list[prior_train.Row]], list[prior_trai
 
 
 def logistic_candidate(args: list[str]) -> int:
-    """Write round 3zb's candidate to the file given: trained on the gated corpus and every fresh set. Not packaged:
-    the check set 3zb did not adopt it (docs/evidence.md, "Check set 3zb")."""
+    """Write the logistic candidate (round 3ze's, with its guard) to the file given: trained on the gated corpus and
+    every fresh set (docs/evidence.md, "Round 3ze")."""
     if len(args) != 1:
         print("logistic-candidate takes the file to write", file=sys.stderr)
         return 2
@@ -181,7 +181,8 @@ def logistic_candidate(args: list[str]) -> int:
 
 
 def logistic_loso() -> int:
-    """Round 3zb: the packaged naive Bayes fallback beside the logistic prior, each fresh set held out in turn."""
+    """The packaged naive Bayes fallback beside the guarded logistic prior (round 3ze), each fresh set held out in
+    turn."""
     fresh, gate = _candidate_sets()
     main = prior.packaged()
     if main is None:
@@ -273,8 +274,8 @@ def over_benign_eval(dirs: list[str]) -> int:
 
 
 def logistic_eval(args: list[str]) -> int:
-    """Held-out sets classified with the packaged fallback and with round 3zb's candidate, the logistic prior: the
-    model file given with --model (written by logistic-candidate), else trained here (about three minutes)."""
+    """Held-out sets classified with the packaged fallback and with round 3ze's candidate, the guarded logistic
+    prior: the model file given with --model (written by logistic-candidate), else trained here (a few minutes)."""
     model_file = None
     if args[:1] == ["--model"] and len(args) >= 2:
         model_file, args = Path(args[1]), args[2:]
@@ -291,10 +292,9 @@ def logistic_eval(args: list[str]) -> int:
             print(f"{model_file}: not a readable model file", file=sys.stderr)
             return 2
     else:
-        built = prior_train.logistic_candidate(*_candidate_sets())
-        settings = prior.default_settings(built)
-        assert settings is not None  # logistic_candidate records them
-        candidate = prior.Fallback(built, settings)
+        fb = prior.fallback_of(prior_train.logistic_candidate(*_candidate_sets()))
+        assert fb is not None  # logistic_candidate records its settings
+        candidate = fb
     return compare(args, main, candidate)
 
 

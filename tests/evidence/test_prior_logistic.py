@@ -1,9 +1,10 @@
 """Round 3zb's logistic prior (prior_train.train_logistic, prior.LOGISTIC): deterministic, reads as the naive Bayes
-does (a margin, a ranking, the tokens that weigh), never raises; the candidate records its margin and training and is
-not what the classifier uses (check set 3zb did not adopt it)."""
+does (a margin, a ranking, the tokens that weigh), never raises; round 3ze's candidate records its margin, its guard
+(a floor of known tokens, the failure-report reader below it) and its training."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm_oncall.evidence import prior, prior_train
+from llm_oncall.evidence import prior, prior_train, reported
 from llm_oncall.evidence.classify import classify_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,13 +85,17 @@ def test_candidate_records_its_margin_its_training_and_is_not_adopted(tmp_path: 
     gate = [_row("gate", i, text, cls, empty=False) for i, (text, cls) in enumerate(TOY)]
     built = prior_train.logistic_candidate(fresh, gate, commit="abc", today=dt.date(2026, 12, 3))
     meta = built.meta
-    assert built.kind == prior.LOGISTIC and meta["adopted"] is False and meta["reader"] is None
+    assert built.kind == prior.LOGISTIC and meta["adopted"] is False
+    assert meta["settings"]["min_tokens"] == prior_train.LOGISTIC_MIN_TOKENS
+    assert meta["reader"] == {"min_lines": 1, "min_margin": meta["settings"]["min_margin"], "classes": "prior",
+                              "headings": False, "over_benign": False}
     assert meta["corpus"] == [prior_train.GATE_DIR, "set-a", "set-b"] and meta["samples"] == 3 * len(TOY)
     assert meta["settings"]["min_margin"] in prior_train.LOGISTIC_MARGINS and meta["trained"] == "2026-12-03"
     path = tmp_path / "candidate.json"
     path.write_text(json.dumps(built.to_json()), encoding="utf-8")
     fb = prior.fallback_from(path)
-    assert fb is not None and fb.reader is None and fb.settings.min_margin == meta["settings"]["min_margin"]
+    assert fb is not None and fb.settings.min_margin == meta["settings"]["min_margin"]
+    assert fb.reader == prior.ReaderSettings(1, meta["settings"]["min_margin"], "prior", headings=False)
     assert prior.fallback_from(tmp_path / "missing.json") is None
     packaged = prior.packaged()
     assert packaged is not None and packaged.model.kind == prior.NAIVE_BAYES
@@ -98,10 +103,27 @@ def test_candidate_records_its_margin_its_training_and_is_not_adopted(tmp_path: 
 
 def test_margin_is_chosen_for_the_most_right_without_losing_benign_precision() -> None:
     rows = [_row("s", 0, "a", "hang"), _row("s", 1, "b", "benign"), _row("s", 2, "c", "hang")]
-    reading = {r.rel: prior.Reading("hang", m, 3, (), 0.5) for r, m in zip(rows, (0.3, 0.1, -0.2), strict=True)}
-    settings, sc = prior_train.choose_margin(rows, reading)
+    reading = {r.rel: prior.Reading("hang", m, 25, (), 0.5) for r, m in zip(rows, (0.3, 0.1, -0.2), strict=True)}
+    settings, reader, sc = prior_train.choose_margin(rows, reading, {})
     # 0.15 … 0.3 answers the first hang and leaves the benign sample alone; the higher margin wins the tie
     assert settings.min_margin == 0.3 and sc.correct == 2 and sc.fired_on_benign == 0
+    assert settings.min_tokens == prior_train.LOGISTIC_MIN_TOKENS and reader.min_margin == 0.3
+
+
+def test_the_guard_answers_a_long_paste_or_a_report_never_a_short_sentence() -> None:
+    """Round 3ze's guard: below the floor of known tokens only a text the failure-report reader reads as a report
+    takes the logistic prior's class."""
+    settings, reader = prior_train.guarded(0.0)
+    short = prior.Reading("hang", 0.5, prior_train.LOGISTIC_MIN_TOKENS - 1, (), 0.6)
+    long = dataclasses.replace(short, tokens=prior_train.LOGISTIC_MIN_TOKENS)
+    hypothesis = "If the peer dies, the program will hang until the timeout fires.\n"
+    assert not reported.read(hypothesis).reports(1, False)
+    assert prior.decide_with_reader(short, reported.read(hypothesis), settings, reader, hypothesis) is None
+    report = "After the upgrade the server hangs at startup and never answers any request.\n"
+    assert reported.read(report).reports(1, False)
+    assert prior.decide_with_reader(short, reported.read(report), settings, reader, report) == "hang"
+    assert prior.decide_with_reader(long, reported.read(hypothesis), settings, reader, hypothesis) == "hang"
+    assert prior.decide_with_reader(dataclasses.replace(long, margin=-0.1), None, settings, reader) is None
 
 
 @settings(max_examples=100, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -338,7 +338,7 @@ def packaged() -> Fallback | None:
     """The packaged model with the settings (and the reader's) it records, or None when there is none or they cannot
     be read (a damaged model file turns the fallback off; it must never cost a document its reading)."""
     m = default_model()
-    return None if m is None else _fallback(m)
+    return None if m is None else fallback_of(m)
 
 
 def fallback_from(path: Path) -> Fallback | None:
@@ -347,10 +347,11 @@ def fallback_from(path: Path) -> Fallback | None:
         m = Model.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, KeyError, ValueError, TypeError):
         return None
-    return _fallback(m)
+    return fallback_of(m)
 
 
-def _fallback(m: Model) -> Fallback | None:
+def fallback_of(m: Model) -> Fallback | None:
+    """``m`` with the settings (and the reader's) it records, or None when it records none or they cannot be read."""
     try:
         s = default_settings(m)
         r = default_reader(m)
