@@ -22,3 +22,66 @@ def test_an_exit_with_another_code_is_a_report(line: str) -> None:
 
 def test_a_clean_exit_stays_benign() -> None:
     assert classify_text("vllm exited with code 0\n", "ok").benign
+
+
+# --- amdgpu: a GPU that stopped processing, and its reset ----------------------------------------------------------
+
+AMDGPU_TIMEOUT = """\
+[  308.334535] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout, signaled seq=1255, emitted seq=1257
+[  308.334876] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* Process information: process  pid 0 thread  pid 0
+[  308.335146] amdgpu 0000:30:00.0: amdgpu: GPU reset begin!
+[  308.545598] amdgpu 0000:30:00.0: amdgpu: GPU reset succeeded, trying to resume
+[  308.545803] [drm] VRAM is lost due to GPU reset!
+"""
+
+
+def test_an_amdgpu_ring_timeout_and_reset_is_gpu_hardware() -> None:
+    f = classify_text(AMDGPU_TIMEOUT, "dmesg.txt")
+    assert (f.kind, f.category) == ("amdgpu_gpu_reset", "gpu-hardware") and 1 in f.lines
+    mes = ("amdgpu 0000:03:00.0: amdgpu: MES failed to respond to msg=REMOVE_QUEUE\n"
+           "amdgpu 0000:03:00.0: amdgpu: MES might be in unrecoverable state, issue a GPU reset\n")
+    assert classify_text(mes, "dmesg.txt").kind == "amdgpu_gpu_reset"
+
+
+def test_a_soft_recovered_ring_and_the_drivers_source_are_not() -> None:
+    soft = "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, but soft recovered\n"
+    assert classify_text(soft, "dmesg.txt").kind != "amdgpu_gpu_reset"
+    src = '\tDRM_ERROR("ring %s timeout, signaled seq=%u, emitted seq=%u\\n",\n'
+    assert classify_text(src, "amdgpu_job.c").kind != "amdgpu_gpu_reset"
+
+
+# --- DeepSpeed-MII: the KV cache reset when no request can be scheduled -------------------------------------------
+
+def test_mii_kv_deadlock_reset_is_kv_pressure() -> None:
+    line = ("Deadlock detected. Resetting KV cache and recomputing requests. Consider limiting number of concurrent "
+            "requests or decreasing max lengths of prompts/generations.\n")
+    f = classify_text(line * 3, "mii.log")
+    assert (f.kind, f.category) == ("kv_cache_blocks_exhausted", "kv-pressure")
+    code = '            print(\n                "Deadlock detected. Resetting KV cache and recomputing requests."\n'
+    assert classify_text(code, "ragged_batching.py").category != "kv-pressure"
+
+
+# --- graphs: XLA's graph calls, and a fault the reporter avoids with the graphs off -------------------------------
+
+def test_xla_graph_launch_failure_is_cuda_graph() -> None:
+    line = "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: Failed to launch HIP graph: HIP_ERROR_InvalidValue\n"
+    assert classify_text(line, "jax.log").category == "cuda-graph"
+    assert classify_text('    throw std::runtime_error("Failed to launch CUDA graph");\n', "g.cc").category \
+        != "cuda-graph"
+
+
+FAULT = ("Weights load fine, the server reports ready, and the first request crashes:\n"
+         "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+
+
+def test_a_fault_that_goes_away_with_graphs_off_is_cuda_graph() -> None:
+    for workaround in ("**Workaround:** `--disable-cuda-graph` works correctly.\n",
+                       "With --enforce-eager it works fine.\n"):
+        f = classify_text(FAULT + workaround, "report.md")
+        assert (f.kind, f.category) == ("cuda_graph_fault", "cuda-graph")
+
+
+def test_a_fault_without_the_workaround_or_beside_a_cost_note_stays_a_kernel_fault() -> None:
+    assert classify_text(FAULT, "report.md").kind == "cuda_illegal_memory_access"
+    cost = FAULT + "--enforce-eager costs about a third of the throughput, so we keep graphs on.\n"
+    assert classify_text(cost, "report.md").kind == "cuda_illegal_memory_access"
