@@ -85,3 +85,26 @@ def test_a_fault_without_the_workaround_or_beside_a_cost_note_stays_a_kernel_fau
     assert classify_text(FAULT, "report.md").kind == "cuda_illegal_memory_access"
     cost = FAULT + "--enforce-eager costs about a third of the throughput, so we keep graphs on.\n"
     assert classify_text(cost, "report.md").kind == "cuda_illegal_memory_access"
+
+
+# --- a process that died on a signal or an assertion, as the producer prints it ---------------------------------
+
+@pytest.mark.parametrize("line", [
+    "Aborted (core dumped)",
+    "fish: Job 1, './server -m \"/models/m.gguf\"' terminated by signal SIGABRT (Abort)",
+    "error: Uncaught SIGSEGV (SEGV_MAPERR) at 0x328 on legion pid 249503 tid 249511",
+    "GGML_ASSERT: llama.cpp:1064: addr == NULL && size == 0",
+])
+def test_a_process_killed_by_a_signal_is_other_failure(line: str) -> None:
+    f = classify_text("llama server listening on 127.0.0.1:8080\n" + line + "\n", "server.log")
+    assert (f.kind, f.category) == ("crash_reported", "other-failure") and f.lines == (2,)
+
+
+def test_a_named_cause_outranks_the_signal_and_code_or_a_fix_is_quiet() -> None:
+    text = "RuntimeError: CUDA error: an illegal memory access was encountered\nAborted (core dumped)\n"
+    assert classify_text(text, "worker.log").kind == "cuda_illegal_memory_access"
+    assert classify_text("This PR fixes a Segmentation fault (core dumped) on exit.\n", "pr.md").kind \
+        != "crash_reported"
+    define = ('#define GGML_ASSERT(x) do { if (!(x)) ggml_abort(__FILE__, __LINE__, "GGML_ASSERT(%s) failed", #x); }'
+              ' while (0)\n')
+    assert classify_text(define, "ggml.h").kind != "crash_reported"
