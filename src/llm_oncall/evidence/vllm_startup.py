@@ -27,9 +27,10 @@ _EXCEPTION = re.compile(
     r"(?P<msg>.{1,2000})$"
 )
 # vLLM ≥0.29 also says it of an API-server process: "Frontend process failed during engine core initialization. See
-# root cause above. Failed frontend proc(s): [...]" (v1/engine/utils.py)
+# root cause above. Failed frontend proc(s): [...]" (v1/engine/utils.py); V0's API server said "Engine process failed
+# to start. See stack trace for the root cause." (entrypoints/openai/api_server.py; round 3zg)
 _WRAPPERS = ("Engine core initialization failed", "EngineCore failed to start",
-             "Frontend process failed during engine core initialization")
+             "Frontend process failed during engine core initialization", "Engine process failed to start")
 _ENGINE_INIT_FAILED = re.compile("|".join(re.escape(w) for w in _WRAPPERS))
 _VLLM_MARKERS = ("vllm", "vLLM", "EngineCore", "APIServer pid=")
 MAX_MESSAGE = 400
