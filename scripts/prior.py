@@ -292,9 +292,8 @@ def logistic_eval(args: list[str]) -> int:
             print(f"{model_file}: not a readable model file", file=sys.stderr)
             return 2
     else:
-        fb = prior.fallback_of(prior_train.logistic_candidate(*_candidate_sets()))
-        assert fb is not None  # logistic_candidate records its settings
-        candidate = fb
+        candidate = prior.fallback_of(prior_train.logistic_candidate(*_candidate_sets()))
+        assert candidate is not None  # logistic_candidate records its settings
     return compare(args, main, candidate)
 
 

@@ -679,7 +679,7 @@ def logistic_loso(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.
         # a cache per held-out set: its inner models are used once, and 15 of them at a time fit in memory
         inner = _fresh_readings(sets, others, [held], {}, _fit_logistic)
         settings, reader, _ = choose_margin([r for n in others for r in fresh[n]], inner, reports)
-        lr = _fit_logistic([r for n in sets if n != held for r in sets[n]])
+        lr = _train_without(sets, [held], {}, _fit_logistic)
         nb = _train_without(sets, [held], nb_cache)
         texts = {r.rel: r.text for r in rs if r.empty}
         nb_answers = reader_decisions({rel: prior.read(nb, t) for rel, t in texts.items()}, reports,
