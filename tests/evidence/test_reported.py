@@ -129,7 +129,9 @@ def test_adopted_in_round_3w_the_default_fallback_reads_reports() -> None:
 # precision (right / answered benign) with the plain prior (before) and with the reader (after), everything learned
 # (the prior, its settings, the class mode, the reader's settings) fitted without the set.
 LOSO_FIGURES = {
-    "tests/evidence/real": ((662, 247, 256), (658, 242, 250)),
+    # round 3zj's report headings (a template heading that asks, "### What happened?", and four more) moved one
+    # gate sample from 658; 242/250 (docs/evidence.md, "Round 3zj")
+    "tests/evidence/real": ((662, 247, 256), (659, 242, 249)),
     "tests/evidence/holdout/fresh-2026-12b": ((19, 3, 5), (20, 3, 4)),
     "tests/evidence/holdout/fresh-2026-12c": ((14, 8, 8), (14, 8, 8)),
     "tests/evidence/holdout/fresh-2026-12h-check": ((41, 19, 23), (43, 19, 21)),

@@ -78,14 +78,15 @@ def line_reports(line: str, lex: Lexicon | None = None) -> str | None:
     """The name of the report pattern that reads ``line`` as a report of a malfunction, or None."""
     lex = lex or lexicon()
     s = line[:MAX_LINE_CHARS]
+    for name, pat in lex.report:
+        if name == "report_heading" and pat.search(s):  # its question mark asks the reporter ("### What happened?")
+            return name
     if s.rstrip().endswith(("?", "？")):
         return None
     for name, pat in lex.report:
-        m = pat.search(s)
+        m = None if name == "report_heading" else pat.search(s)
         if m is None:
             continue
-        if name == "report_heading":
-            return name
         if lex.not_an_event.search(s[:m.start()]) or lex.not_an_event.search(m.group(0)):
             continue
         return name
