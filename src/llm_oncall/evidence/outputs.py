@@ -530,11 +530,15 @@ _LEVEL = re.compile(r"\b(?:INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 # ("[FUNC:FuncErrorReason][FILE:error_message_manage.cc]"), and a sensor or event table of three or more
 # bracketed "[Key: value]" fields per line (ESXi's "[Ok] [Type: Memory] [Name: ...] [Label: Green]"), and a date
 # with a time of day in a line's first 30 characters, behind whatever prefix a logger writes (NeMo's "[NeMo I
-# 2026-04-16 13:14:02 rnnt_models:292]", a timestamp cut by the paste: "6-04-16 13:14:00 label_looping_base:109")
+# 2026-04-16 13:14:02 rnnt_models:292]", a timestamp cut by the paste: "6-04-16 13:14:00 label_looping_base:109"),
+# and a source location anywhere in the line (round 3zj: Habana's "hcl_device_control_factory.cpp::71(initDevice):
+# The condition [ false ] failed.", printed once per device: a program's message names its source, a model's
+# answer does not)
 _LOGSHAPE = re.compile(r"^\s{0,4}(?:\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]|\[[IWEF]\d{4} \d\d:|"
                        r"E[A-Z]\d{4}: |[a-z][\w-]{1,20} [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: )|"
                        r"\[FUNC:\w{1,60}\]\[FILE:|(?:\[[A-Z][A-Za-z ]{0,20}: [^\]\n]{1,120}\][ \t]{0,4}){3}|"
-                       r"^[^\n]{0,30}?\b\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d\b")
+                       r"^[^\n]{0,30}?\b\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d\b|"
+                       r"\b[\w-]{1,60}\.(?:cpp|cc|cxx|c|h|hpp|cu|cuh|py|go|rs|java)::?\d{1,6}\b")
 # Producers whose output is never a model's answer: repetition in their rows (one state per NVLink link, the
 # same driver message every second) is the format, not a degenerate completion. Also syslogd's broadcast to the
 # terminals ("Message from syslogd@host at ...", wall) and the kernel's hardware-error prefix ("[Hardware Error]: ").
