@@ -11,9 +11,9 @@ failure classes (prior.py); the two together are the fallback of ``prior.Fallbac
 A line reports a failure when a ``report`` pattern matches it, no ``not_an_event`` pattern (a condition, a question,
 a negation, advice) matches the line before the report's words, the line does not end in a question mark, and the
 line is not inside a fence and not a log line (a log's own words are the catalogue's to read). A bug template's
-report heading ("### Describe the bug") counts as one line. The document reports a failure when at least
-``min_lines`` lines do and it carries none of the marks of a change document, a how-to / reference page or a
-solved thread.
+report heading ("### Describe the bug", also one that asks: "### What happened?") counts as one line. The document
+reports a failure when at least ``min_lines`` lines do and it carries none of the marks of a change document, a
+how-to / reference page or a solved thread.
 """
 
 from __future__ import annotations
