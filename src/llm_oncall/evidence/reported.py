@@ -84,7 +84,9 @@ def line_reports(line: str, lex: Lexicon | None = None) -> str | None:
     if s.rstrip().endswith(("?", "？")):
         return None
     for name, pat in lex.report:
-        m = None if name == "report_heading" else pat.search(s)
+        if name == "report_heading":
+            continue
+        m = pat.search(s)
         if m is None:
             continue
         if lex.not_an_event.search(s[:m.start()]) or lex.not_an_event.search(m.group(0)):
