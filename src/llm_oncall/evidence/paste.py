@@ -1,7 +1,8 @@
 """The paste reader: one pre-pass that reads a document the way users paste it into an issue.
 
 A pasted log sits inside prose: Markdown fences (```` ```text ````), blockquote markers (``> ``), a container
-name in front of every line (``llama.cpp-gpu  | ``), terminal colour codes, annotations (``<-- here``). The
+name in front of every line (``llama.cpp-gpu  | ``), grep's line numbers (``123:RuntimeError: ...``), terminal
+colour codes, annotations (``<-- here``). The
 reader splits the document into prose, log/command blocks and quoted model outputs and yields
 
 - ``clean``: the document with that decoration removed, **one cleaned line per original line** (a fence line
@@ -34,6 +35,10 @@ _QUOTE_MARK = re.compile(r"^\s{0,3}(?:>\s?){1,4}")
 _ANSI = re.compile(r"(?:\x1b|#033)\[[0-9;]{0,20}[A-Za-z]|^\[\d{1,3}(?:;\d{1,3}){0,4}m")
 # docker compose: "service-1  | " (a name, padding, a bar); the same prefix on several lines
 _COMPOSE = re.compile(r"^([A-Za-z0-9][\w.@-]{0,62})\s{1,24}\| ")
+# grep -n: "123:RuntimeError: ..." (a line number glued to the line, a letter after the colon: a clock's
+# "10:21:03" and a list's "1: item" are not one); counted like compose prefixes, read only when several lines carry one
+_GREP_N = re.compile(r"^\d{1,7}:(?=[A-Za-z_\[(<])")
+MIN_PREFIXED = 2
 _ANNOTATION = re.compile(r"\s{1,8}(?:<-{1,3}|←|#\s{0,2}<-{1,3})\s{0,4}[^\n]{0,120}$")
 # A command's aligned "key : value" row (nvidia-smi -q's "Remapping Failure Occurred        : No", kubectl describe's
 # "Reason:       CrashLoopBackOff"): padding before or after the colon is a table's, not a sentence's.
@@ -143,10 +148,14 @@ def _compose_prefixes(lines: Sequence[str]) -> set[str]:
         m = _COMPOSE.match(ln)
         if m:
             seen[m.group(0)] = seen.get(m.group(0), 0) + 1
-    return {p for p, n in seen.items() if n >= 2}
+    return {p for p, n in seen.items() if n >= MIN_PREFIXED}
 
 
-def _clean_line(line: str, prefixes: set[str]) -> str:
+def _grep_numbered(lines: Sequence[str]) -> bool:
+    return sum(1 for ln in lines if _GREP_N.match(ln)) >= MIN_PREFIXED
+
+
+def _clean_line(line: str, prefixes: set[str], grep_n: bool = False) -> str:
     line = line[:MAX_LINE_CHARS]
     if "\x1b" in line or "#033[" in line or line.startswith("["):
         line = _ANSI.sub("", line)
@@ -157,6 +166,8 @@ def _clean_line(line: str, prefixes: set[str]) -> str:
         m = _COMPOSE.match(line)
         if m and m.group(0) in prefixes:
             line = line[m.end():]
+    if grep_n:
+        line = _GREP_N.sub("", line, count=1)
     if "<-" in line or "←" in line:
         line = _ANNOTATION.sub("", line)
     return line
@@ -167,6 +178,7 @@ def read(text: str) -> Paste:
     """The document split and cleaned (cached: every parser of one classification reads the same paste)."""
     raw = split_lines(text)
     prefixes = _compose_prefixes(raw[:2000])
+    grep_n = _grep_numbered(raw[:2000])
     clean: list[str] = []
     blocks: list[Block] = []
     quoted: list[Quoted] = []
@@ -181,7 +193,7 @@ def read(text: str) -> Paste:
             in_fence = not in_fence
             clean.append("")
             continue
-        clean.append(_clean_line(line, prefixes))
+        clean.append(_clean_line(line, prefixes, grep_n))
     if in_fence:
         blocks.append(Block("fence", fence_start, len(raw)))
     fenced = _fenced_lines(blocks)
