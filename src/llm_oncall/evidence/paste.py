@@ -2,8 +2,8 @@
 
 A pasted log sits inside prose: Markdown fences (```` ```text ````), blockquote markers (``> ``), a container
 name in front of every line (``llama.cpp-gpu  | ``), grep's line numbers (``123:RuntimeError: ...``), terminal
-colour codes, annotations (``<-- here``). The
-reader splits the document into prose, log/command blocks and quoted model outputs and yields
+colour codes, annotations (``<-- here``). The reader splits the document into prose, log/command blocks and
+quoted model outputs and yields
 
 - ``clean``: the document with that decoration removed, **one cleaned line per original line** (a fence line
   becomes an empty line), so every parser reads ``clean`` and its line numbers are the original paste's;
