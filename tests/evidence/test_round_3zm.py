@@ -20,7 +20,7 @@ from llm_oncall.evidence.classify import classify_text
      "fabric_manager_failed_reported", "nvlink"),
     # llama-box holding requests back for lack of KV space, line after line
     ("[2025-08-14 09:08:17.697176] D srv                 reconcile: rid 1271168364437 | batching, waiting previous "
-     "batch finished: not enough space to place all tokens\n" * 3, "kv_slots_exhausted", "kv-pressure"),
+     "batch finished: not enough space to place all tokens\n" * 3, "kv_cache_full", "kv-pressure"),
 ])
 def test_the_producers_formats_of_round_3zm(text: str, kind: str, category: str) -> None:
     f = classify_text(text + "\n", "paste.txt")
@@ -37,4 +37,4 @@ def test_the_producers_formats_of_round_3zm(text: str, kind: str, category: str)
 ])
 def test_their_look_alikes_are_not(text: str) -> None:
     assert classify_text(text + "\n", "paste.txt").kind not in (
-        "fabric_manager_error", "fabric_manager_failed_reported", "kv_slots_exhausted")
+        "fabric_manager_error", "fabric_manager_failed_reported", "kv_cache_full")
