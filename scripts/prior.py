@@ -15,6 +15,7 @@ with and without it, check the packaged model is current.
   PYTHONPATH=src python scripts/prior.py logistic-candidate FILE  # round 3ze: write the guarded logistic candidate
   PYTHONPATH=src python scripts/prior.py logistic-loso       # round 3ze: naive Bayes beside the logistic prior
   PYTHONPATH=src python scripts/prior.py logistic-eval [--model FILE] DIR…  # round 3ze: a set with the candidate
+  PYTHONPATH=src python scripts/prior.py more-data        # round 3zn: the packaged model beside one trained on all
 """
 
 from __future__ import annotations
@@ -245,6 +246,39 @@ def fresh_loso() -> int:
     return 0
 
 
+def more_data() -> int:
+    """The sets written since the packaged model was trained, each read by it and by a model trained on every other
+    set (round 3zn)."""
+    doc = json.loads((ROOT / prior_train.FRESH_READINGS).read_text(encoding="utf-8"))
+    fresh = prior_train.fresh_sets(ROOT, list(doc["sets"]))
+    gate = prior_train.text_rows(ROOT / prior_train.GATE_DIR, prior_train.GATE_DIR)
+    main = prior.packaged()
+    if main is None:
+        print("no packaged model: run train first", file=sys.stderr)
+        return 2
+    held_out = [d for d in fresh if d not in main.model.meta.get("corpus", [])]
+    res = prior_train.more_data(fresh, gate, main, held_out)
+    print("| held-out set (samples) | without the prior | packaged model | trained on every other set |")
+    print("|---|---|---|---|")
+    tot: dict[str, list[int]] = {}
+    for d, v in res.items():
+        cells = []
+        for k in ("without", "packaged", "more data"):
+            s = v[k]
+            cells.append(f"{s['correct']}; {s['benign_correct']}/{s['benign_predicted']}; {s['fired_on_benign']}")
+            t = tot.setdefault(k, [0, 0, 0, 0, 0])
+            for j, f in enumerate(("correct", "benign_correct", "benign_predicted", "samples", "fired_on_benign")):
+                t[j] += s[f]
+        print(f"| {d.split('/')[-1]} ({v['without']['samples']}) | " + " | ".join(cells) + " |")
+    print("| **sum** | " + " | ".join(f"{c}/{n} = {c / n:.3f}; {bc}/{bp}; {a}" for c, bc, bp, n, a in tot.values())
+          + " |")
+    print("(each cell: right; benign right/said benign; benign samples the fallback answered a failure class on)")
+    for v in res.values():
+        for rel, exp, a, b in v["changed"]:
+            print(f"    {exp}: {a} → {b}: {rel}")
+    return 0
+
+
 def fresh_eval(dirs: list[str]) -> int:
     """Held-out sets with the packaged fallback and with round 3w's candidate (trained and chosen on
     prior_train.FRESH_DIRS only)."""
@@ -377,6 +411,8 @@ def main(argv: list[str]) -> int:
         return fresh_loso()
     if cmd == "fresh-eval":
         return fresh_eval(argv[1:])
+    if cmd == "more-data":
+        return more_data()
     if cmd == "check":
         packaged = prior.default_model()
         want = prior_train.training_sha256(prior_train.training_set(prior_train.training_roots(ROOT)))

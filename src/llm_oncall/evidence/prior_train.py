@@ -717,3 +717,29 @@ def logistic_candidate(fresh: dict[str, list[Row]], gate: list[Row], commit: str
                       "candidate, tested on the 3ze check set (docs/evidence.md)",
             "adopted": False}
     return train_logistic([(r.text, r.expected) for rs in sets.values() for r in rs], meta=meta, tokenize=_tokens)
+
+
+# ---- Round 3zn: more training data for the packaged naive Bayes (docs/evidence.md, "Round 3zn") ----
+
+def more_data(fresh: dict[str, list[Row]], gate: list[Row], packaged: prior.Fallback,
+              held_out: Sequence[str]) -> dict[str, Any]:
+    """Each set of ``held_out`` (none of them in the packaged model's training data) read in the fresh regime twice,
+    with the packaged settings and reader: by the packaged model and by one trained on the gated corpus and every
+    other fresh set. Whether the sets written since the model was trained would make it better. Deterministic."""
+    sets = {**fresh, GATE_DIR: gate}
+    reports = empty_reports({d: fresh[d] for d in held_out})
+    cache: dict[tuple[str, ...], prior.Model] = {}
+    out: dict[str, Any] = {}
+    for held in held_out:
+        rs = fresh[held]
+        texts = {r.rel: r.text for r in rs if r.empty}
+        answers = {}
+        for name, model in (("packaged", packaged.model), ("more data", _train_without(sets, [held], cache))):
+            readings = {r.rel: prior.read(model, r.text) for r in rs if r.empty}
+            answers[name] = reader_decisions(readings, reports, packaged.settings, packaged.reader, texts)
+        out[held] = {"without": score(rs, {}).to_json(),
+                     **{k: score(rs, a).to_json() for k, a in answers.items()},
+                     "changed": [(r.rel, r.expected, answers["packaged"].get(r.rel), answers["more data"].get(r.rel))
+                                 for r in rs if r.empty
+                                 and answers["packaged"].get(r.rel) != answers["more data"].get(r.rel)]}
+    return out
