@@ -136,7 +136,9 @@ LOSO_FIGURES = {
     "tests/evidence/holdout/fresh-2026-12c": ((14, 8, 8), (14, 8, 8)),
     "tests/evidence/holdout/fresh-2026-12h-check": ((41, 19, 23), (43, 19, 21)),
     "tests/evidence/holdout/fresh-2026-12j-check": ((83, 30, 35), (83, 30, 35)),
-    "tests/evidence/holdout/fresh-2026-12k-check": ((73, 29, 34), (72, 28, 33)),
+    # round 3zn: error lines of no known class quoted in a how-to or reference page are benign, so one more doc page of
+    # 3k is (was 73; 29/34 and 72; 28/33: docs/evidence.md, "Round 3zn")
+    "tests/evidence/holdout/fresh-2026-12k-check": ((74, 30, 35), (73, 29, 34)),
     "tests/evidence/holdout/fresh-2026-12m-check": ((73, 24, 26), (73, 24, 26)),
     "tests/evidence/holdout/fresh-2026-12n-check": ((68, 28, 42), (68, 28, 41)),
 }
@@ -151,7 +153,8 @@ def test_leave_one_set_out_figures_are_reproduced() -> None:
     assert {v["classes"] for v in res.values()} == {"lexicon"}
     fin = prior_train.final_reader(sets, prior.Settings(1.85, 3))
     assert fin["reader"] == prior.READER_MEASURED
-    assert (fin["without"]["correct"], fin["plain"]["correct"], fin["with"]["correct"]) == (1040, 1039, 1040)
+    # round 3zn's benign doc page of 3k (above) moved each by one (were 1040, 1039, 1040)
+    assert (fin["without"]["correct"], fin["plain"]["correct"], fin["with"]["correct"]) == (1041, 1040, 1041)
 
 
 # Round 3z: the reader past benign-only findings (a candidate, off in the packaged model until a check set measures

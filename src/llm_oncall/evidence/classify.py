@@ -180,16 +180,22 @@ def _mentions_demoted(text: str, name: str, found: list[Finding]) -> list[Findin
 
 def _quoted_in_change(text: str, u: Finding) -> Finding:
     """Error lines in a change document (a fix PR pasting the traceback it fixes, a commit quoting the error it
-    handles) that no signature reads are the bug the change is about, not a failure on someone's node: the
-    unknown reading becomes benign. A catalogued failure in the same paste keeps its finding (described.py)."""
-    if not described.is_change_document(text):
+    handles) that no signature reads are the bug the change is about, not a failure on someone's node; in a how-to
+    or reference page (an FAQ's "Error message / Cause / Solution") they are the errors it explains (round 3zn).
+    Either way the unknown reading becomes benign. A catalogued failure in the same paste keeps its finding
+    (described.py)."""
+    if described.is_change_document(text):
+        kind, mark, what = "error_quoted_in_change", "change_document", "a change document (the bug a fix is about)"
+    elif described.is_guide(text):
+        kind, mark, what = "error_quoted_in_guide", "guide", "a how-to or reference page (the errors it explains)"
+    else:
         return u
     facts = compact({
         **{k: v for k, v in u.facts.items() if k in ("error_lines", "first_errors")},
-        "change_document": True,
-        "reading": "error lines quoted in a change document (the bug a fix is about), not reported as an event",
+        mark: True,
+        "reading": f"error lines quoted in {what}, not reported as an event",
     })
-    return u.replace(kind="error_quoted_in_change", benign=True, confidence=0.3, facts=facts, parser="described",
+    return u.replace(kind=kind, benign=True, confidence=0.3, facts=facts, parser="described",
                      severity="info", category="benign")
 
 

@@ -107,8 +107,13 @@ _REFERENCE_HEADING = re.compile(
     # a glossary or explainer entry's sections: "What it is", "Why it matters", "How to monitor", "Common causes"
     r"What (?:it|they|this) (?:is|are)|Why (?:it|this|they) matters?|"
     r"How to (?:monitor|detect|prevent|check|identify|avoid)(?: (?:it|them))?|Common causes|"
-    r"Related (?:terms|errors|metrics))\s{0,2}[:#]?[^\n]{0,40}$"
+    r"Related (?:terms|errors|metrics)|"
+    # an FAQ's entries: the error quoted, then its cause and solution (round 3zn)
+    r"Solutions?|Error messages?)\s{0,2}[:#]?[^\n]{0,40}$"
 )
+# a page titled FAQ is a reference page by its title: the maintainers' answers, quoting the errors they explain (two
+# marks; round 3zn)
+_FAQ_TITLE = re.compile(r"(?i)^\s{0,3}(?:#{1,4}\s{0,3})?(?:FAQs?|Frequently asked questions)\s{0,2}:?\s*$")
 # a runbook's sections ("Runbook: GPU fault, drain, reset", "Trigger", "Pre-checks", "Escalation", "Rollback"): these
 # words also open a report's sentences ("Rollback to 0.6.3 fixed it"), so they make a heading only after a Markdown
 # `#`, or alone on their line, or before a colon
@@ -165,7 +170,9 @@ def _reference_marks(prose: str) -> int:
                 marks.add("zh guide heading")
         elif len(line) <= 60:
             m = _REFERENCE_HEADING.match(line) or _RUNBOOK_HEADING.match(line)
-            if m:
+            if _FAQ_TITLE.match(line):
+                marks.update(("faq", "faq title"))
+            elif m:
                 marks.add(line.strip().lower()[:20])
             elif line.rstrip()[-1:] in ("#", "¶") and _PERMALINK_HEADING.match(line):
                 permalinks += 1
