@@ -114,3 +114,9 @@ def test_a_page_titled_faq_explains_the_errors_it_quotes() -> None:
     report = ("I read the FAQ and lowered gpu_memory_utilization, but the server still dies:\n"
               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     assert classify_text(report, "report.txt").kind == "cuda_oom"
+
+
+def test_an_error_message_line_in_a_report_is_no_faq_heading() -> None:
+    report = ("I upgraded to 0.6.3 and the server dies at start-up.\nError message: RuntimeError: CUDA error: unknown "
+              "error\nRoot cause\nThe driver was updated underneath the container.\n")
+    assert not classify_text(report, "report.txt").benign

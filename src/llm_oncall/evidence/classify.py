@@ -178,7 +178,7 @@ def _mentions_demoted(text: str, name: str, found: list[Finding]) -> list[Findin
     return [f for f in found if id(f) not in gone] + [mention]
 
 
-def _quoted_in_change(text: str, u: Finding) -> Finding:
+def _quoted_in_change_or_guide(text: str, u: Finding) -> Finding:
     """Error lines in a change document (a fix PR pasting the traceback it fixes, a commit quoting the error it
     handles) that no signature reads are the bug the change is about, not a failure on someone's node; in a how-to
     or reference page (an FAQ's "Error message / Cause / Solution") they are the errors it explains (round 3zn).
@@ -247,7 +247,7 @@ def classify_all(text: str, name: str, stream: bool = False,
     if not any(not f.benign for f in found):
         u = _unknown_errors(text, name, found)
         if u is not None:
-            found.append(u if stream else _quoted_in_change(text_in, u))
+            found.append(u if stream else _quoted_in_change_or_guide(text_in, u))
     # nothing recognised at all: the word-level prior may say a class; only benign lines: the reader may hear a report
     if fallback is not None and (not found or (fallback.reads_over_benign() and all(f.benign for f in found))):
         p = fallback.answer(text_in, name, plain=not found)

@@ -107,10 +107,11 @@ _REFERENCE_HEADING = re.compile(
     # a glossary or explainer entry's sections: "What it is", "Why it matters", "How to monitor", "Common causes"
     r"What (?:it|they|this) (?:is|are)|Why (?:it|this|they) matters?|"
     r"How to (?:monitor|detect|prevent|check|identify|avoid)(?: (?:it|them))?|Common causes|"
-    r"Related (?:terms|errors|metrics)|"
-    # an FAQ's entries: the error quoted, then its cause and solution (round 3zn)
-    r"Solutions?|Error messages?)\s{0,2}[:#]?[^\n]{0,40}$"
+    r"Related (?:terms|errors|metrics))\s{0,2}[:#]?[^\n]{0,40}$"
 )
+# an FAQ entry's sections, alone on their line (a report's "Error message: RuntimeError ..." is no heading): the error
+# quoted, then its solution (round 3zn)
+_FAQ_SECTION = re.compile(r"(?i)^\s{0,3}(?:#{1,4}\s{0,3})?(?:Solutions?|Error messages?)\s{0,2}:?\s*$")
 # a page titled FAQ is a reference page by its title: the maintainers' answers, quoting the errors they explain (two
 # marks; round 3zn)
 _FAQ_TITLE = re.compile(r"(?i)^\s{0,3}(?:#{1,4}\s{0,3})?(?:FAQs?|Frequently asked questions)\s{0,2}:?\s*$")
@@ -169,7 +170,7 @@ def _reference_marks(prose: str) -> int:
             if _ZH_GUIDE_HEADING.match(line):
                 marks.add("zh guide heading")
         elif len(line) <= 60:
-            m = _REFERENCE_HEADING.match(line) or _RUNBOOK_HEADING.match(line)
+            m = _REFERENCE_HEADING.match(line) or _RUNBOOK_HEADING.match(line) or _FAQ_SECTION.match(line)
             if _FAQ_TITLE.match(line):
                 marks.update(("faq", "faq title"))
             elif m:
