@@ -181,6 +181,22 @@ def logistic_candidate(args: list[str]) -> int:
     return 0
 
 
+_SCORE_FIELDS = ("correct", "benign_correct", "benign_predicted", "samples", "fired_on_benign")
+
+
+def _score_cells(v: dict[str, Any], keys: tuple[str, ...], tot: dict[str, list[int]]) -> list[str]:
+    """One table row's cells for the scores ``v[k]`` of ``keys`` (right; benign right/said benign; benign alarms),
+    each added to its running total in ``tot``."""
+    cells = []
+    for k in keys:
+        s = v[k]
+        cells.append(f"{s['correct']}; {s['benign_correct']}/{s['benign_predicted']}; {s['fired_on_benign']}")
+        t = tot.setdefault(k, [0] * len(_SCORE_FIELDS))
+        for j, f in enumerate(_SCORE_FIELDS):
+            t[j] += s[f]
+    return cells
+
+
 def logistic_loso() -> int:
     """The packaged naive Bayes fallback beside the guarded logistic prior (round 3ze), each fresh set held out in
     turn."""
@@ -193,14 +209,9 @@ def logistic_loso() -> int:
     print("| held-out set (samples; nothing found in) | without the prior | naive Bayes, packaged settings and reader "
           "| logistic prior | its margin (chosen on the other sets) |")
     print("|---|---|---|---|---|")
-    tot = {k: [0, 0, 0, 0, 0] for k in ("without", "packaged", "logistic")}
+    tot: dict[str, list[int]] = {}
     for d, v in res.items():
-        cells = []
-        for k in tot:
-            s = v[k]
-            cells.append(f"{s['correct']}; {s['benign_correct']}/{s['benign_predicted']}; {s['fired_on_benign']}")
-            for j, f in enumerate(("correct", "benign_correct", "benign_predicted", "samples", "fired_on_benign")):
-                tot[k][j] += s[f]
+        cells = _score_cells(v, ("without", "packaged", "logistic"), tot)
         print(f"| {d.split('/')[-1]} ({v['without']['samples']}; {v['found_nothing']}) | " + " | ".join(cells)
               + f" | {v['margin']} |")
     print("| **sum** | " + " | ".join(f"{c}/{n} = {c / n:.3f}; {bc}/{bp} = {bc / bp:.3f}; {a}"
@@ -262,13 +273,7 @@ def more_data() -> int:
     print("|---|---|---|---|")
     tot: dict[str, list[int]] = {}
     for d, v in res.items():
-        cells = []
-        for k in ("without", "packaged", "more data"):
-            s = v[k]
-            cells.append(f"{s['correct']}; {s['benign_correct']}/{s['benign_predicted']}; {s['fired_on_benign']}")
-            t = tot.setdefault(k, [0, 0, 0, 0, 0])
-            for j, f in enumerate(("correct", "benign_correct", "benign_predicted", "samples", "fired_on_benign")):
-                t[j] += s[f]
+        cells = _score_cells(v, ("without", "packaged", "more data"), tot)
         print(f"| {d.split('/')[-1]} ({v['without']['samples']}) | " + " | ".join(cells) + " |")
     print("| **sum** | " + " | ".join(f"{c}/{n} = {c / n:.3f}; {bc}/{bp}; {a}" for c, bc, bp, n, a in tot.values())
           + " |")
