@@ -55,6 +55,17 @@ def test_signal_back_users_red_is_no_effect_never_harmful() -> None:
     assert verify.judge("kv-capacity", before, _obs(), BASE).verdict == "helped"
 
 
+def test_signal_brought_back_with_users_still_red_is_helped() -> None:
+    """A queue drained by the action while TTFT p99 still trails over its quantile window: the fix did its part
+    (a queue only half way back already counts as helped), and the postmortem must not ask for a better fix."""
+    before = _obs(waiting_per_pod=305.5, symptom_ttft=True, ttft_p99=3.1)
+    after = _obs(waiting_per_pod=0.1, symptom_ttft=True, ttft_p99=1.4)
+    v = verify.judge("kv-capacity", before, after, BASE)
+    assert v.verdict == "helped" and "not yet back (ttft)" in v.detail
+    half = verify.judge("kv-capacity", before, _obs(waiting_per_pod=120.0, symptom_ttft=True), BASE)
+    assert half.verdict == "helped"  # the rule it is consistent with
+
+
 def test_a_scale_out_step_is_relative_to_the_fleet() -> None:
     caps = Caps()
     assert step_limit(caps, 2) == 4  # the absolute step for a small fleet

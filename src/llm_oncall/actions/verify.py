@@ -135,8 +135,14 @@ def judge(incident: str, before: Obs, after: Obs, baselines: dict[str, float | N
         return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
                             detail="the signal is unknown (no data) after the window")
     if signal_back(incident, after, baselines):
-        # the incident's own signal is back (a queue of 0.08 after one of 0 is not "worse"); the users are not
         red = ", ".join(k.removeprefix("symptom_") for k, v in slo_state(after, incident).items() if v is False)
+        if not signal_back(incident, before, baselines):
+            # Out before the action, back after it: the fix did its part. The users' p99 trails over its own
+            # quantile window, and a signal half way back with the users red counts as helped below: all the way
+            # back cannot count for less.
+            return Verification(verdict="helped", signal=s.name, before=b, after=a, baseline=base,
+                                detail=f"{s.doc}; the user-facing symptoms not yet back ({red or 'no data'})")
+        # back before the action too (a queue of 0.08 after one of 0 is not "worse"): it changed nothing visible
         return Verification(verdict="no_effect", signal=s.name, before=b, after=a, baseline=base,
                             detail=f"{s.doc}, but the user-facing symptoms are not back ({red or 'no data'})")
     worse = a > b * 1.25 + 1e-9 if s.lower_is_better else a < b * 0.8 - 1e-9
