@@ -187,3 +187,40 @@ def signatures_check(
         _console.print(f"{len(sigs)} signatures, {len(problems)} problem(s)")
     if problems:
         raise typer.Exit(1)
+
+
+@app.command("agreement")
+def agreement_cmd(
+    labels: Annotated[Path, typer.Argument(help="A second labelling: YAML list of {file, class, sure?, second?, "
+                                           "thread_read?, reason?}, file relative to --corpus.",
+                                           show_default=False)],
+    corpus_dir: Annotated[Path, typer.Option("--corpus", help="The corpus the files belong to (manifest.yaml per "
+                                             "folder).")] = Path("tests/evidence/holdout"),
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """How often a second, independent labelling agrees with the corpus's labels: raw agreement, Cohen's kappa,
+    agreement where the second labeller was sure, and every disagreement."""
+    from llm_oncall.evidence import agreement, corpus
+
+    if not labels.is_file():
+        _err.print(f"[red]error:[/red] no such file: {labels}", highlight=False)
+        raise typer.Exit(2)
+    if not corpus_dir.is_dir():
+        _err.print(f"[red]error:[/red] no such corpus directory: {corpus_dir}", highlight=False)
+        raise typer.Exit(2)
+    try:
+        result = agreement.compare(corpus.load(corpus_dir), corpus_dir, agreement.load_second(labels))
+    except corpus.CorpusError as exc:
+        _err.print(f"error: {exc}", markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    k = "-" if result.kappa is None else f"{result.kappa:.3f}"
+    rate = "-" if result.rate is None else f"{result.rate:.3f}"
+    _console.print(f"{result.samples} samples labelled twice: {result.agree} agree ({rate}), Cohen's kappa {k}; "
+                   f"where the second labeller was sure: {result.sure_agree}/{result.sure}; benign against failure: "
+                   f"{result.benign_agree}/{result.samples}", markup=False, highlight=False)
+    for d in result.disagreements:
+        _console.print(f"  {d.first} / {d.second}{'' if d.sure else ' (unsure)'}: {d.file}", markup=False,
+                       highlight=False, soft_wrap=True)
