@@ -140,7 +140,9 @@ LOSO_FIGURES = {
     # 3k is (was 73; 29/34 and 72; 28/33: docs/evidence.md, "Round 3zn")
     "tests/evidence/holdout/fresh-2026-12k-check": ((74, 30, 35), (73, 29, 34)),
     "tests/evidence/holdout/fresh-2026-12m-check": ((73, 24, 26), (73, 24, 26)),
-    "tests/evidence/holdout/fresh-2026-12n-check": ((68, 28, 42), (68, 28, 41)),
+    # round 3zq: a report the prior knows no word of takes the class its cues name, so one 3n hang told in prose is
+    # read (was 68; 28/41: docs/evidence.md, "Round 3zq")
+    "tests/evidence/holdout/fresh-2026-12n-check": ((68, 28, 42), (69, 28, 40)),
 }
 
 
@@ -152,9 +154,11 @@ def test_leave_one_set_out_figures_are_reproduced() -> None:
     assert got == LOSO_FIGURES
     assert {v["classes"] for v in res.values()} == {"lexicon"}
     fin = prior_train.final_reader(sets, prior.Settings(1.85, 3))
-    assert fin["reader"] == prior.READER_MEASURED
+    # Round 3zq's report the prior knows no word of (read by its cues) moved the choice from round 3r's record,
+    # prior.READER_MEASURED (margin 1.25, a heading not alone), to margin 1.0 with headings: 1042 right (was 1041).
+    assert fin["reader"] == dataclasses.replace(prior.READER_MEASURED, min_margin=1.0, headings=True)
     # round 3zn's benign doc page of 3k (above) moved each by one (were 1040, 1039, 1040)
-    assert (fin["without"]["correct"], fin["plain"]["correct"], fin["with"]["correct"]) == (1041, 1040, 1041)
+    assert (fin["without"]["correct"], fin["plain"]["correct"], fin["with"]["correct"]) == (1041, 1040, 1042)
 
 
 # Round 3z: the reader past benign-only findings (a candidate, off in the packaged model until a check set measures

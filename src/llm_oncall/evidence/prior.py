@@ -261,8 +261,17 @@ def decide_with_reader(reading: Reading | None, report: reported.Report | None, 
     failure: the prior's best failure class, or (``classes="lexicon"``) the class the report's cues name, ties and no
     cue to the prior's ranking."""
     answer = decide(reading, settings) if plain else None
-    if answer is not None or reader is None or reading is None or report is None:
+    if answer is not None or reader is None or report is None:
         return answer
+    if reading is None:
+        # The prior knows none of the words (a short report in plain words): only the report's own cues can name it
+        # (round 3zq). No margin holds a benign look-alike back here, so a document that asks anything stays
+        # unanswered, and so do cues that tie.
+        if reader.classes == "prior" or not report.reports(reader.min_lines, reader.headings):
+            return None
+        if any(line.rstrip().endswith(("?", "？")) for line in text.splitlines()):
+            return None
+        return reported.cue_class(text, report, ())
     if not report.reports(reader.min_lines, reader.headings) or reading.margin < reader.min_margin:
         return None
     if reader.classes == "prior":
@@ -385,14 +394,14 @@ def finding(model: Model, settings: Settings, text: str, name: str,
     only."""
     r = read(model, text)
     cls = decide(r, settings) if plain else None
-    if r is not None and cls is None and reader is not None:
+    if cls is None and reader is not None:
         report = reported.read(text)
         cls = decide_with_reader(r, report, settings, reader, text, plain)
         if cls is not None:
             return Finding(name, "failure_reported", False, HINT_OF_CATEGORY[cls], settings.confidence, compact({
-                "prior_class": r.cls,
+                "prior_class": r.cls if r is not None else None,
                 "class": cls,
-                "margin": round(r.margin, 3),
+                "margin": round(r.margin, 3) if r is not None else None,
                 "report_lines": len(report.lines),
                 "reading": "a failure told in prose: these lines report a malfunction in words the catalogue does "
                            f"not know; {cls} is the class their cues name or the word-level prior ranks first",

@@ -142,12 +142,14 @@ def cue_counts(text: str, rows: tuple[int, ...] = ()) -> tuple[tuple[str, int], 
 
 def cue_class(text: str, report: Report, ranking: tuple[str, ...]) -> str | None:
     """The failure class the report's lines name most, then the document's; ties are broken by ``ranking`` (the
-    prior's order of the failure classes); None when no cue is named."""
+    prior's order of the failure classes); None when no cue is named, or when cues tie and there is no ranking."""
     for rows in ((report.lines, ()) if report.lines else ((),)):
         counts = cue_counts(text, rows)
         if counts:
             top = counts[0][1]
             tied = [c for c, n in counts if n == top]
+            if len(tied) > 1 and not ranking:
+                return None
             order = {c: i for i, c in enumerate(ranking)}
             return min(tied, key=lambda c: (order.get(c, len(order)), c))
     return None
