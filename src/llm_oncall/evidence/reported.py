@@ -8,13 +8,12 @@ page, a thread whose problem is solved: described.py). Which failure it is, is t
 failure classes (prior.py); the two together are the fallback of ``prior.Fallback`` when ``reader`` is set
 (docs/evidence.md, "Round 3r").
 
-A line reports a failure when one of its sentences does (round 3zr: a paragraph pasted as one line, its report in one
-sentence and a question in the next): a ``report`` pattern matches the sentence, no ``not_an_event`` pattern (a
-condition, a question, a negation, advice) matches it before the report's words, and it does not end in a question
-mark; the line is not inside a fence and not a log line (a log's own words are the catalogue's to read). A bug
-template's report heading ("### Describe the bug", also one that asks: "### What happened?") counts as one line.
-The document reports a failure when at least ``min_lines`` lines do and it carries none of the marks of a change
-document, a how-to / reference page or a solved thread.
+A line reports a failure when a ``report`` pattern matches it, no ``not_an_event`` pattern (a condition, a question,
+a negation, advice) matches the line before the report's words, the line does not end in a question mark, and the
+line is not inside a fence and not a log line (a log's own words are the catalogue's to read). A bug template's
+report heading ("### Describe the bug", also one that asks: "### What happened?") counts as one line. The document
+reports a failure when at least ``min_lines`` lines do and it carries none of the marks of a change document, a
+how-to / reference page or a solved thread.
 """
 
 from __future__ import annotations
@@ -96,16 +95,6 @@ def line_reports(line: str, lex: Lexicon | None = None) -> str | None:
     return None
 
 
-# A sentence ends at . ! ? followed by white space, or at a CJK full stop, exclamation or question mark.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？])")
-
-
-def sentences(line: str) -> list[str]:
-    """The sentences of a line of prose: a paragraph pasted as one line reports a failure in one sentence and asks a
-    question or gives advice in the next, and each is read on its own."""
-    return [s for s in _SENTENCE_END.split(line) if s.strip()]
-
-
 def _candidate(line: str) -> bool:
     """A line a person wrote: not a log line (a timestamp, a level, a bracketed prefix), not a command's aligned
     key-value row."""
@@ -125,7 +114,7 @@ def read(text: str) -> Report:
             break
         if i in fenced or not _candidate(line):
             continue
-        name = next((n for sentence in sentences(line) if (n := line_reports(sentence, lex)) is not None), None)
+        name = line_reports(line, lex)
         if name is not None:
             rows.append(i)
             names.append(name)
