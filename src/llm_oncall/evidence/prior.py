@@ -259,7 +259,8 @@ def decide_with_reader(reading: Reading | None, report: reported.Report | None, 
                        reader: ReaderSettings | None, text: str = "", plain: bool = True) -> str | None:
     """The plain prior's answer (unless ``plain`` is False); failing that, with ``reader``, the class of a reported
     failure: the prior's best failure class, or (``classes="lexicon"``) the class the report's cues name, ties and no
-    cue to the prior's ranking."""
+    cue to the prior's ranking. With no reading at all (the prior knows none of the words), the class the cues name
+    alone, never on a tie or in a document that asks a question."""
     answer = decide(reading, settings) if plain else None
     if answer is not None or reader is None or report is None:
         return answer
