@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llm_oncall.evidence.corpus import CLASSES, CorpusError, Sample
+from llm_oncall.evidence.corpus import CLASSES, CorpusError, Sample, read_list
 
 
 class SecondLabel(BaseModel):
@@ -66,13 +65,7 @@ def load_second(path: Path) -> list[SecondLabel]:
     """The second labelling; raises CorpusError on a file that is not a list of valid entries or names a file
     twice."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CorpusError(f"{path}: cannot read: {exc}") from exc
-    if not isinstance(raw, list):
-        raise CorpusError(f"{path}: expected a list of {{file, class, ...}} entries")
-    try:
-        labels = [SecondLabel.model_validate(e) for e in raw]
+        labels = [SecondLabel.model_validate(e) for e in read_list(path)]
     except ValidationError as exc:
         raise CorpusError(f"{path}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from exc
     twice = [f for f, n in Counter(x.file for x in labels).items() if n > 1]

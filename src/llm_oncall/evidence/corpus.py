@@ -65,6 +65,17 @@ class Sample:
         return str(self.entry.cls)
 
 
+def read_list(path: Path) -> list[Any]:
+    """A YAML file that holds a list of entries (a manifest, a second labelling); raises CorpusError otherwise."""
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CorpusError(f"{path}: {exc}") from exc
+    if not isinstance(doc, list):
+        raise CorpusError(f"{path}: expected a list of entries")
+    return doc
+
+
 def load(root: Path) -> list[Sample]:
     """Every manifest under ``root`` (recursively); raises CorpusError on a bad manifest or a missing file."""
     manifests = sorted(root.rglob("manifest.yaml"))
@@ -72,13 +83,7 @@ def load(root: Path) -> list[Sample]:
         raise CorpusError(f"{root}: no manifest.yaml found")
     out: list[Sample] = []
     for m in manifests:
-        try:
-            doc = yaml.safe_load(m.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise CorpusError(f"{m}: {exc}") from exc
-        if not isinstance(doc, list):
-            raise CorpusError(f"{m}: expected a list of entries")
-        for raw in doc:
+        for raw in read_list(m):
             try:
                 e = Entry.model_validate(raw)
             except ValidationError as exc:

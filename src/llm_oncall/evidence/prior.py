@@ -270,7 +270,7 @@ def decide_with_reader(reading: Reading | None, report: reported.Report | None, 
         # unanswered, and so do cues that tie.
         if reader.classes == "prior" or not report.reports(reader.min_lines, reader.headings):
             return None
-        if any(line.rstrip().endswith(("?", "？")) for line in text.splitlines()):
+        if any(reported.asks(line) for line in text.splitlines()):
             return None
         return reported.cue_class(text, report, ())
     if not report.reports(reader.min_lines, reader.headings) or reading.margin < reader.min_margin:

@@ -74,6 +74,11 @@ class Report:
         return headings or any(p != "report_heading" for p in self.patterns)
 
 
+def asks(line: str) -> bool:
+    """The line ends in a question mark (Latin or CJK): it asks, it does not report."""
+    return line.rstrip().endswith(("?", "？"))
+
+
 def line_reports(line: str, lex: Lexicon | None = None) -> str | None:
     """The name of the report pattern that reads ``line`` as a report of a malfunction, or None."""
     lex = lex or lexicon()
@@ -81,7 +86,7 @@ def line_reports(line: str, lex: Lexicon | None = None) -> str | None:
     for name, pat in lex.report:
         if name == "report_heading" and pat.search(s):  # its question mark asks the reporter ("### What happened?")
             return name
-    if s.rstrip().endswith(("?", "？")):
+    if asks(s):
         return None
     for name, pat in lex.report:
         if name == "report_heading":
