@@ -10,7 +10,6 @@ Test order matters: the retry-storm test kills server ``b``; the long-context te
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import random
 import signal
@@ -504,12 +503,17 @@ def test_long_context_starvation(server_pair: list[VllmServer]) -> None:
     # Never another incident (kv-capacity's queue is not there, nor a stall). The short requests' TTFT can turn red
     # before vLLM has observed a long prompt (it does when the request finishes, or on admission in the prompt-token
     # counter a scrape later): such scrapes page `unknown` naming long-context-starvation as the closest runbook, at
-    # most two of them and only before the diagnosis (as the retry storm's errors do before its persistence holds).
-    diagnosed_at = ticks[i_diag].t if i_diag is not None else math.inf
-    early = [(x, d) for x, d in zip(ticks, _diagnoses(live), strict=True) if x.incident == "unknown"]
-    for x, d in early:
-        assert d is not None and "long-context-starvation" in d.summary and x.t < diagnosed_at, _starvation_trace(live)
-    assert len(early) <= 2, _starvation_trace(live)
+    # most two in a row, while the diagnosis forms (as the retry storm's errors do before its persistence holds). It
+    # forms again after a gap between two long requests in which the short ones' TTFT was back (seen once: three green
+    # scrapes, then the second long request); a held diagnosis never turns into `unknown` from one scrape to the next.
+    run = 0
+    for prev, x, d in zip([None, *ticks], ticks, _diagnoses(live), strict=False):
+        if x.incident != "unknown":
+            run = 0
+            continue
+        run += 1
+        assert d is not None and "long-context-starvation" in d.summary, _starvation_trace(live)
+        assert run <= 2 and (prev is None or prev.incident != "long-context-starvation"), _starvation_trace(live)
     wrong = {x.incident for x in ticks} - {None, "healthy", "long-context-starvation", "unknown"}
     assert not wrong, (wrong, _starvation_trace(live))
     assert {x.incident for x in ticks[:i_join]} <= {None, "healthy"}, _starvation_trace(live)
