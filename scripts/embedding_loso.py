@@ -96,9 +96,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     root = Path(".")
-    doc = json.loads((root / pt.FRESH_READINGS).read_text(encoding="utf-8"))
-    fresh = pt.fresh_sets(root, list(doc["sets"]))
-    sets = {**fresh, pt.GATE_DIR: pt.text_rows(root / pt.GATE_DIR, pt.GATE_DIR)}
+    fresh, gate = pt.recorded_sets(root)
+    sets = {**fresh, pt.GATE_DIR: gate}
     if args.features:
         saved = np.load(args.features)
         vec = dict(zip(saved["keys"].tolist(), saved["vals"], strict=True))

@@ -14,7 +14,6 @@ real-engine tier's venv has torch and transformers):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -36,9 +35,8 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     root = Path(".")
-    doc = json.loads((root / pt.FRESH_READINGS).read_text(encoding="utf-8"))
-    fresh = pt.fresh_sets(root, list(doc["sets"]))
-    rows = [r for rs in fresh.values() for r in rs] + pt.text_rows(root / pt.GATE_DIR, pt.GATE_DIR)
+    fresh, gate = pt.recorded_sets(root)
+    rows = [r for rs in fresh.values() for r in rs] + gate
     tok = AutoTokenizer.from_pretrained(args.model_dir, gguf_file=MODEL_FILE)
     model = AutoModelForCausalLM.from_pretrained(args.model_dir, gguf_file=MODEL_FILE, torch_dtype=torch.float32)
     model.eval()

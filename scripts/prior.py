@@ -260,9 +260,7 @@ def fresh_loso() -> int:
 def more_data() -> int:
     """The sets written since the packaged model was trained, each read by it and by a model trained on every other
     set (round 3zn)."""
-    doc = json.loads((ROOT / prior_train.FRESH_READINGS).read_text(encoding="utf-8"))
-    fresh = prior_train.fresh_sets(ROOT, list(doc["sets"]))
-    gate = prior_train.text_rows(ROOT / prior_train.GATE_DIR, prior_train.GATE_DIR)
+    fresh, gate = prior_train.recorded_sets(ROOT)
     main = prior.packaged()
     if main is None:
         print("no packaged model: run train first", file=sys.stderr)

@@ -445,6 +445,12 @@ def text_rows(root: Path, name: str) -> list[Row]:
             for s in corpus.load(root)]
 
 
+def recorded_sets(repo: Path) -> tuple[dict[str, list[Row]], list[Row]]:
+    """Every set the fresh readings record (as ``fresh_sets`` reads them) and the gated corpus as training text."""
+    doc = json.loads((repo / FRESH_READINGS).read_text(encoding="utf-8"))
+    return fresh_sets(repo, list(doc["sets"])), text_rows(repo / GATE_DIR, GATE_DIR)
+
+
 # Round 3o's plain-prior settings, which round 3w keeps: chosen afresh the plain prior answers one-sentence look-alikes
 # (docs/evidence.md, "Round 3w").
 PLAIN_3O = prior.Settings(1.85, 3)
